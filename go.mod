@@ -1,5 +1,7 @@
 module braid
 
-go 1.26
+go 1.26.0
 
 require golang.org/x/sys v0.50.0
+
+require github.com/ardanlabs/jinja v1.8.0
