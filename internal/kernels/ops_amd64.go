@@ -1,0 +1,172 @@
+//go:build amd64
+
+package kernels
+
+import "golang.org/x/sys/cpu"
+
+var opsLevel = opsBest(opsLevels())
+
+// opsLevels lists the assembly levels this CPU runs, widest first. Both need
+// FMA and F16C besides the vector width; x/sys/cpu already folds in whether
+// the OS saves the wide registers.
+func opsLevels() []int {
+	x := &cpu.X86
+	var l []int
+	base := x.HasAVX2 && x.HasFMA && x.HasF16C
+	if base && x.HasAVX512F {
+		l = append(l, opsAVX512)
+	}
+	if base {
+		l = append(l, opsAVX2)
+	}
+	return l
+}
+
+// The assembly handles n rounded down to a multiple of 8 (both widths finish
+// with a 256-bit step); the Go side does the last n%8 with the references.
+
+//go:noescape
+func sumSquaresAVX2(x *float32, n int) float64
+
+//go:noescape
+func sumSquaresAVX512(x *float32, n int) float64
+
+//go:noescape
+func dotF32AVX2(a, b *float32, n int) float32
+
+//go:noescape
+func dotF32AVX512(a, b *float32, n int) float32
+
+//go:noescape
+func dotF16AVX2(a *uint16, b *float32, n int) float32
+
+//go:noescape
+func dotF16AVX512(a *uint16, b *float32, n int) float32
+
+//go:noescape
+func axpyF32AVX2(dst *float32, a float32, x *float32, n int)
+
+//go:noescape
+func axpyF32AVX512(dst *float32, a float32, x *float32, n int)
+
+//go:noescape
+func axpyF16AVX2(dst *float32, a float32, x *uint16, n int)
+
+//go:noescape
+func axpyF16AVX512(dst *float32, a float32, x *uint16, n int)
+
+//go:noescape
+func f32ToF16AVX2(dst *uint16, src *float32, n int)
+
+//go:noescape
+func f32ToF16AVX512(dst *uint16, src *float32, n int)
+
+//go:noescape
+func f16ToF32AVX2(dst *float32, src *uint16, n int)
+
+//go:noescape
+func f16ToF32AVX512(dst *float32, src *uint16, n int)
+
+func sumSquaresArch(x []float32) float64 {
+	n := len(x) &^ 7
+	var s float64
+	if n > 0 {
+		if opsLevel == opsAVX512 {
+			s = sumSquaresAVX512(&x[0], n)
+		} else {
+			s = sumSquaresAVX2(&x[0], n)
+		}
+	}
+	if n < len(x) {
+		s += sumSquaresGeneric(x[n:])
+	}
+	return s
+}
+
+func dotF32Arch(a, b []float32) float32 {
+	n := len(a) &^ 7
+	var s float32
+	if n > 0 {
+		if opsLevel == opsAVX512 {
+			s = dotF32AVX512(&a[0], &b[0], n)
+		} else {
+			s = dotF32AVX2(&a[0], &b[0], n)
+		}
+	}
+	if n < len(a) {
+		s += dotF32Generic(a[n:], b[n:])
+	}
+	return s
+}
+
+func dotF16Arch(a []uint16, b []float32) float32 {
+	n := len(a) &^ 7
+	var s float32
+	if n > 0 {
+		if opsLevel == opsAVX512 {
+			s = dotF16AVX512(&a[0], &b[0], n)
+		} else {
+			s = dotF16AVX2(&a[0], &b[0], n)
+		}
+	}
+	if n < len(a) {
+		s += dotF16Generic(a[n:], b[n:])
+	}
+	return s
+}
+
+func axpyF32Arch(dst []float32, a float32, x []float32) {
+	n := len(dst) &^ 7
+	if n > 0 {
+		if opsLevel == opsAVX512 {
+			axpyF32AVX512(&dst[0], a, &x[0], n)
+		} else {
+			axpyF32AVX2(&dst[0], a, &x[0], n)
+		}
+	}
+	if n < len(dst) {
+		axpyF32Generic(dst[n:], a, x[n:])
+	}
+}
+
+func axpyF16Arch(dst []float32, a float32, x []uint16) {
+	n := len(dst) &^ 7
+	if n > 0 {
+		if opsLevel == opsAVX512 {
+			axpyF16AVX512(&dst[0], a, &x[0], n)
+		} else {
+			axpyF16AVX2(&dst[0], a, &x[0], n)
+		}
+	}
+	if n < len(dst) {
+		axpyF16Generic(dst[n:], a, x[n:])
+	}
+}
+
+func f32ToF16Arch(dst []uint16, src []float32) {
+	n := len(dst) &^ 7
+	if n > 0 {
+		if opsLevel == opsAVX512 {
+			f32ToF16AVX512(&dst[0], &src[0], n)
+		} else {
+			f32ToF16AVX2(&dst[0], &src[0], n)
+		}
+	}
+	if n < len(dst) {
+		f32ToF16Generic(dst[n:], src[n:])
+	}
+}
+
+func f16ToF32Arch(dst []float32, src []uint16) {
+	n := len(dst) &^ 7
+	if n > 0 {
+		if opsLevel == opsAVX512 {
+			f16ToF32AVX512(&dst[0], &src[0], n)
+		} else {
+			f16ToF32AVX2(&dst[0], &src[0], n)
+		}
+	}
+	if n < len(dst) {
+		f16ToF32Generic(dst[n:], src[n:])
+	}
+}

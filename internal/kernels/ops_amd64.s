@@ -1,0 +1,571 @@
+//go:build amd64
+
+#include "textflag.h"
+
+// Every kernel here takes n as a multiple of 8. The AVX-512 versions run
+// four 16-lane accumulators (64 elements) per iteration to cover the FMA
+// latency, then single 16-lane steps, then one 8-lane step.
+
+// Horizontal sum of the 8 float32 lanes of Y0 into X0's low lane.
+#define HSUM_Y0 \
+	VEXTRACTF128 $1, Y0, X1 \
+	VADDPS       X1, X0, X0 \
+	VHADDPS      X0, X0, X0 \
+	VHADDPS      X0, X0, X0
+
+// Folds the 16 lanes of Z0 into Y0.
+#define FOLD_Z0 \
+	VEXTRACTF64X4 $1, Z0, Y1 \
+	VADDPS        Y1, Y0, Y0
+
+// func sumSquaresAVX2(x *float32, n int) float64
+TEXT ·sumSquaresAVX2(SB), NOSPLIT, $0-24
+	MOVQ   x+0(FP), SI
+	MOVQ   n+8(FP), CX
+	VXORPD Y2, Y2, Y2
+	VXORPD Y3, Y3, Y3
+
+ss2loop:
+	CMPQ      CX, $8
+	JLT       ss2done
+	VMOVUPS   (SI), Y0
+	VMULPS    Y0, Y0, Y0
+	VCVTPS2PD X0, Y1
+	VADDPD    Y1, Y2, Y2
+	VEXTRACTF128 $1, Y0, X0
+	VCVTPS2PD X0, Y1
+	VADDPD    Y1, Y3, Y3
+	ADDQ      $32, SI
+	SUBQ      $8, CX
+	JMP       ss2loop
+
+ss2done:
+	VADDPD       Y3, Y2, Y2
+	VEXTRACTF128 $1, Y2, X3
+	VADDPD       X3, X2, X2
+	VHADDPD      X2, X2, X2
+	VZEROUPPER
+	MOVSD        X2, ret+16(FP)
+	RET
+
+// func sumSquaresAVX512(x *float32, n int) float64
+TEXT ·sumSquaresAVX512(SB), NOSPLIT, $0-24
+	MOVQ   x+0(FP), SI
+	MOVQ   n+8(FP), CX
+	VPXORQ Z2, Z2, Z2
+	VPXORQ Z3, Z3, Z3
+
+ss5loop:
+	CMPQ          CX, $16
+	JLT           ss5tail
+	VMOVUPS       (SI), Z0
+	VMULPS        Z0, Z0, Z0
+	VCVTPS2PD     Y0, Z1
+	VADDPD        Z1, Z2, Z2
+	VEXTRACTF64X4 $1, Z0, Y0
+	VCVTPS2PD     Y0, Z1
+	VADDPD        Z1, Z3, Z3
+	ADDQ          $64, SI
+	SUBQ          $16, CX
+	JMP           ss5loop
+
+ss5tail:
+	CMPQ      CX, $8
+	JLT       ss5done
+	VMOVUPS   (SI), Y0
+	VMULPS    Y0, Y0, Y0
+	VCVTPS2PD Y0, Z1
+	VADDPD    Z1, Z2, Z2
+
+ss5done:
+	VADDPD        Z3, Z2, Z2
+	VEXTRACTF64X4 $1, Z2, Y3
+	VADDPD        Y3, Y2, Y2
+	VEXTRACTF128  $1, Y2, X3
+	VADDPD        X3, X2, X2
+	VHADDPD       X2, X2, X2
+	VZEROUPPER
+	MOVSD         X2, ret+16(FP)
+	RET
+
+// func dotF32AVX2(a, b *float32, n int) float32
+TEXT ·dotF32AVX2(SB), NOSPLIT, $0-28
+	MOVQ   a+0(FP), SI
+	MOVQ   b+8(FP), DI
+	MOVQ   n+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+d2loop32:
+	CMPQ        CX, $32
+	JLT         d2loop8
+	VMOVUPS     (SI), Y4
+	VMOVUPS     32(SI), Y5
+	VMOVUPS     64(SI), Y6
+	VMOVUPS     96(SI), Y7
+	VFMADD231PS (DI), Y4, Y0
+	VFMADD231PS 32(DI), Y5, Y1
+	VFMADD231PS 64(DI), Y6, Y2
+	VFMADD231PS 96(DI), Y7, Y3
+	ADDQ        $128, SI
+	ADDQ        $128, DI
+	SUBQ        $32, CX
+	JMP         d2loop32
+
+d2loop8:
+	CMPQ        CX, $8
+	JLT         d2done
+	VMOVUPS     (SI), Y4
+	VFMADD231PS (DI), Y4, Y0
+	ADDQ        $32, SI
+	ADDQ        $32, DI
+	SUBQ        $8, CX
+	JMP         d2loop8
+
+d2done:
+	VADDPS Y1, Y0, Y0
+	VADDPS Y3, Y2, Y2
+	VADDPS Y2, Y0, Y0
+	HSUM_Y0
+	VZEROUPPER
+	MOVSS  X0, ret+24(FP)
+	RET
+
+// func dotF32AVX512(a, b *float32, n int) float32
+TEXT ·dotF32AVX512(SB), NOSPLIT, $0-28
+	MOVQ   a+0(FP), SI
+	MOVQ   b+8(FP), DI
+	MOVQ   n+16(FP), CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+
+d5loop64:
+	CMPQ        CX, $64
+	JLT         d5loop16
+	VMOVUPS     (SI), Z4
+	VMOVUPS     64(SI), Z5
+	VMOVUPS     128(SI), Z6
+	VMOVUPS     192(SI), Z7
+	VFMADD231PS (DI), Z4, Z0
+	VFMADD231PS 64(DI), Z5, Z1
+	VFMADD231PS 128(DI), Z6, Z2
+	VFMADD231PS 192(DI), Z7, Z3
+	ADDQ        $256, SI
+	ADDQ        $256, DI
+	SUBQ        $64, CX
+	JMP         d5loop64
+
+d5loop16:
+	CMPQ        CX, $16
+	JLT         d5tail
+	VMOVUPS     (SI), Z4
+	VFMADD231PS (DI), Z4, Z0
+	ADDQ        $64, SI
+	ADDQ        $64, DI
+	SUBQ        $16, CX
+	JMP         d5loop16
+
+d5tail:
+	VADDPS Z1, Z0, Z0
+	VADDPS Z3, Z2, Z2
+	VADDPS Z2, Z0, Z0
+	FOLD_Z0
+	CMPQ        CX, $8
+	JLT         d5done
+	VMOVUPS     (SI), Y4
+	VFMADD231PS (DI), Y4, Y0
+
+d5done:
+	HSUM_Y0
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET
+
+// func dotF16AVX2(a *uint16, b *float32, n int) float32
+TEXT ·dotF16AVX2(SB), NOSPLIT, $0-28
+	MOVQ   a+0(FP), SI
+	MOVQ   b+8(FP), DI
+	MOVQ   n+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+h2loop32:
+	CMPQ        CX, $32
+	JLT         h2loop8
+	VCVTPH2PS   (SI), Y4
+	VCVTPH2PS   16(SI), Y5
+	VCVTPH2PS   32(SI), Y6
+	VCVTPH2PS   48(SI), Y7
+	VFMADD231PS (DI), Y4, Y0
+	VFMADD231PS 32(DI), Y5, Y1
+	VFMADD231PS 64(DI), Y6, Y2
+	VFMADD231PS 96(DI), Y7, Y3
+	ADDQ        $64, SI
+	ADDQ        $128, DI
+	SUBQ        $32, CX
+	JMP         h2loop32
+
+h2loop8:
+	CMPQ        CX, $8
+	JLT         h2done
+	VCVTPH2PS   (SI), Y4
+	VFMADD231PS (DI), Y4, Y0
+	ADDQ        $16, SI
+	ADDQ        $32, DI
+	SUBQ        $8, CX
+	JMP         h2loop8
+
+h2done:
+	VADDPS Y1, Y0, Y0
+	VADDPS Y3, Y2, Y2
+	VADDPS Y2, Y0, Y0
+	HSUM_Y0
+	VZEROUPPER
+	MOVSS  X0, ret+24(FP)
+	RET
+
+// func dotF16AVX512(a *uint16, b *float32, n int) float32
+TEXT ·dotF16AVX512(SB), NOSPLIT, $0-28
+	MOVQ   a+0(FP), SI
+	MOVQ   b+8(FP), DI
+	MOVQ   n+16(FP), CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+
+h5loop64:
+	CMPQ        CX, $64
+	JLT         h5loop16
+	VCVTPH2PS   (SI), Z4
+	VCVTPH2PS   32(SI), Z5
+	VCVTPH2PS   64(SI), Z6
+	VCVTPH2PS   96(SI), Z7
+	VFMADD231PS (DI), Z4, Z0
+	VFMADD231PS 64(DI), Z5, Z1
+	VFMADD231PS 128(DI), Z6, Z2
+	VFMADD231PS 192(DI), Z7, Z3
+	ADDQ        $128, SI
+	ADDQ        $256, DI
+	SUBQ        $64, CX
+	JMP         h5loop64
+
+h5loop16:
+	CMPQ        CX, $16
+	JLT         h5tail
+	VCVTPH2PS   (SI), Z4
+	VFMADD231PS (DI), Z4, Z0
+	ADDQ        $32, SI
+	ADDQ        $64, DI
+	SUBQ        $16, CX
+	JMP         h5loop16
+
+h5tail:
+	VADDPS Z1, Z0, Z0
+	VADDPS Z3, Z2, Z2
+	VADDPS Z2, Z0, Z0
+	FOLD_Z0
+	CMPQ        CX, $8
+	JLT         h5done
+	VCVTPH2PS   (SI), Y4
+	VFMADD231PS (DI), Y4, Y0
+
+h5done:
+	HSUM_Y0
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET
+
+// func axpyF32AVX2(dst *float32, a float32, x *float32, n int)
+TEXT ·axpyF32AVX2(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), DI
+	VBROADCASTSS a+8(FP), Y7
+	MOVQ         x+16(FP), SI
+	MOVQ         n+24(FP), CX
+
+a2loop32:
+	CMPQ        CX, $32
+	JLT         a2loop8
+	VMOVUPS     (DI), Y0
+	VMOVUPS     32(DI), Y1
+	VMOVUPS     64(DI), Y2
+	VMOVUPS     96(DI), Y3
+	VFMADD231PS (SI), Y7, Y0
+	VFMADD231PS 32(SI), Y7, Y1
+	VFMADD231PS 64(SI), Y7, Y2
+	VFMADD231PS 96(SI), Y7, Y3
+	VMOVUPS     Y0, (DI)
+	VMOVUPS     Y1, 32(DI)
+	VMOVUPS     Y2, 64(DI)
+	VMOVUPS     Y3, 96(DI)
+	ADDQ        $128, SI
+	ADDQ        $128, DI
+	SUBQ        $32, CX
+	JMP         a2loop32
+
+a2loop8:
+	CMPQ        CX, $8
+	JLT         a2done
+	VMOVUPS     (DI), Y0
+	VFMADD231PS (SI), Y7, Y0
+	VMOVUPS     Y0, (DI)
+	ADDQ        $32, SI
+	ADDQ        $32, DI
+	SUBQ        $8, CX
+	JMP         a2loop8
+
+a2done:
+	VZEROUPPER
+	RET
+
+// func axpyF32AVX512(dst *float32, a float32, x *float32, n int)
+TEXT ·axpyF32AVX512(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), DI
+	VBROADCASTSS a+8(FP), Z7
+	MOVQ         x+16(FP), SI
+	MOVQ         n+24(FP), CX
+
+a5loop64:
+	CMPQ        CX, $64
+	JLT         a5loop16
+	VMOVUPS     (DI), Z0
+	VMOVUPS     64(DI), Z1
+	VMOVUPS     128(DI), Z2
+	VMOVUPS     192(DI), Z3
+	VFMADD231PS (SI), Z7, Z0
+	VFMADD231PS 64(SI), Z7, Z1
+	VFMADD231PS 128(SI), Z7, Z2
+	VFMADD231PS 192(SI), Z7, Z3
+	VMOVUPS     Z0, (DI)
+	VMOVUPS     Z1, 64(DI)
+	VMOVUPS     Z2, 128(DI)
+	VMOVUPS     Z3, 192(DI)
+	ADDQ        $256, SI
+	ADDQ        $256, DI
+	SUBQ        $64, CX
+	JMP         a5loop64
+
+a5loop16:
+	CMPQ        CX, $16
+	JLT         a5tail
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI), Z7, Z0
+	VMOVUPS     Z0, (DI)
+	ADDQ        $64, SI
+	ADDQ        $64, DI
+	SUBQ        $16, CX
+	JMP         a5loop16
+
+a5tail:
+	CMPQ        CX, $8
+	JLT         a5done
+	VMOVUPS     (DI), Y0
+	VFMADD231PS (SI), Y7, Y0
+	VMOVUPS     Y0, (DI)
+
+a5done:
+	VZEROUPPER
+	RET
+
+// func axpyF16AVX2(dst *float32, a float32, x *uint16, n int)
+TEXT ·axpyF16AVX2(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), DI
+	VBROADCASTSS a+8(FP), Y7
+	MOVQ         x+16(FP), SI
+	MOVQ         n+24(FP), CX
+
+g2loop32:
+	CMPQ        CX, $32
+	JLT         g2loop8
+	VCVTPH2PS   (SI), Y4
+	VCVTPH2PS   16(SI), Y5
+	VCVTPH2PS   32(SI), Y6
+	VCVTPH2PS   48(SI), Y8
+	VMOVUPS     (DI), Y0
+	VMOVUPS     32(DI), Y1
+	VMOVUPS     64(DI), Y2
+	VMOVUPS     96(DI), Y3
+	VFMADD231PS Y4, Y7, Y0
+	VFMADD231PS Y5, Y7, Y1
+	VFMADD231PS Y6, Y7, Y2
+	VFMADD231PS Y8, Y7, Y3
+	VMOVUPS     Y0, (DI)
+	VMOVUPS     Y1, 32(DI)
+	VMOVUPS     Y2, 64(DI)
+	VMOVUPS     Y3, 96(DI)
+	ADDQ        $64, SI
+	ADDQ        $128, DI
+	SUBQ        $32, CX
+	JMP         g2loop32
+
+g2loop8:
+	CMPQ        CX, $8
+	JLT         g2done
+	VCVTPH2PS   (SI), Y4
+	VMOVUPS     (DI), Y0
+	VFMADD231PS Y4, Y7, Y0
+	VMOVUPS     Y0, (DI)
+	ADDQ        $16, SI
+	ADDQ        $32, DI
+	SUBQ        $8, CX
+	JMP         g2loop8
+
+g2done:
+	VZEROUPPER
+	RET
+
+// func axpyF16AVX512(dst *float32, a float32, x *uint16, n int)
+TEXT ·axpyF16AVX512(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), DI
+	VBROADCASTSS a+8(FP), Z7
+	MOVQ         x+16(FP), SI
+	MOVQ         n+24(FP), CX
+
+g5loop64:
+	CMPQ        CX, $64
+	JLT         g5loop16
+	VCVTPH2PS   (SI), Z4
+	VCVTPH2PS   32(SI), Z5
+	VCVTPH2PS   64(SI), Z6
+	VCVTPH2PS   96(SI), Z8
+	VMOVUPS     (DI), Z0
+	VMOVUPS     64(DI), Z1
+	VMOVUPS     128(DI), Z2
+	VMOVUPS     192(DI), Z3
+	VFMADD231PS Z4, Z7, Z0
+	VFMADD231PS Z5, Z7, Z1
+	VFMADD231PS Z6, Z7, Z2
+	VFMADD231PS Z8, Z7, Z3
+	VMOVUPS     Z0, (DI)
+	VMOVUPS     Z1, 64(DI)
+	VMOVUPS     Z2, 128(DI)
+	VMOVUPS     Z3, 192(DI)
+	ADDQ        $128, SI
+	ADDQ        $256, DI
+	SUBQ        $64, CX
+	JMP         g5loop64
+
+g5loop16:
+	CMPQ        CX, $16
+	JLT         g5tail
+	VCVTPH2PS   (SI), Z4
+	VMOVUPS     (DI), Z0
+	VFMADD231PS Z4, Z7, Z0
+	VMOVUPS     Z0, (DI)
+	ADDQ        $32, SI
+	ADDQ        $64, DI
+	SUBQ        $16, CX
+	JMP         g5loop16
+
+g5tail:
+	CMPQ        CX, $8
+	JLT         g5done
+	VCVTPH2PS   (SI), Y4
+	VMOVUPS     (DI), Y0
+	VFMADD231PS Y4, Y7, Y0
+	VMOVUPS     Y0, (DI)
+
+g5done:
+	VZEROUPPER
+	RET
+
+// Rounding immediate 0: round to nearest even regardless of MXCSR, which is
+// quant.F32ToF16's rounding.
+
+// func f32ToF16AVX2(dst *uint16, src *float32, n int)
+TEXT ·f32ToF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+
+c2loop:
+	CMPQ      CX, $8
+	JLT       c2done
+	VMOVUPS   (SI), Y0
+	VCVTPS2PH $0, Y0, (DI)
+	ADDQ      $32, SI
+	ADDQ      $16, DI
+	SUBQ      $8, CX
+	JMP       c2loop
+
+c2done:
+	VZEROUPPER
+	RET
+
+// func f32ToF16AVX512(dst *uint16, src *float32, n int)
+TEXT ·f32ToF16AVX512(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+
+c5loop:
+	CMPQ      CX, $16
+	JLT       c5tail
+	VMOVUPS   (SI), Z0
+	VCVTPS2PH $0, Z0, (DI)
+	ADDQ      $64, SI
+	ADDQ      $32, DI
+	SUBQ      $16, CX
+	JMP       c5loop
+
+c5tail:
+	CMPQ      CX, $8
+	JLT       c5done
+	VMOVUPS   (SI), Y0
+	VCVTPS2PH $0, Y0, (DI)
+
+c5done:
+	VZEROUPPER
+	RET
+
+// func f16ToF32AVX2(dst *float32, src *uint16, n int)
+TEXT ·f16ToF32AVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+
+e2loop:
+	CMPQ      CX, $8
+	JLT       e2done
+	VCVTPH2PS (SI), Y0
+	VMOVUPS   Y0, (DI)
+	ADDQ      $16, SI
+	ADDQ      $32, DI
+	SUBQ      $8, CX
+	JMP       e2loop
+
+e2done:
+	VZEROUPPER
+	RET
+
+// func f16ToF32AVX512(dst *float32, src *uint16, n int)
+TEXT ·f16ToF32AVX512(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+
+e5loop:
+	CMPQ      CX, $16
+	JLT       e5tail
+	VCVTPH2PS (SI), Z0
+	VMOVUPS   Z0, (DI)
+	ADDQ      $32, SI
+	ADDQ      $64, DI
+	SUBQ      $16, CX
+	JMP       e5loop
+
+e5tail:
+	CMPQ      CX, $8
+	JLT       e5done
+	VCVTPH2PS (SI), Y0
+	VMOVUPS   Y0, (DI)
+
+e5done:
+	VZEROUPPER
+	RET

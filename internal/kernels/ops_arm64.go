@@ -1,0 +1,109 @@
+//go:build arm64
+
+package kernels
+
+var opsLevel = opsBest(opsLevels())
+
+// opsLevels: Advanced SIMD, FCVTL and FCVTN are part of every ARMv8-A core,
+// so NEON needs no detection.
+func opsLevels() []int { return []int{opsNEON} }
+
+// The assembly handles n rounded down to a multiple of 4; the Go side does
+// the last n%4 with the references.
+
+//go:noescape
+func sumSquaresNEON(x *float32, n int) float64
+
+//go:noescape
+func dotF32NEON(a, b *float32, n int) float32
+
+//go:noescape
+func dotF16NEON(a *uint16, b *float32, n int) float32
+
+//go:noescape
+func axpyF32NEON(dst *float32, a float32, x *float32, n int)
+
+//go:noescape
+func axpyF16NEON(dst *float32, a float32, x *uint16, n int)
+
+//go:noescape
+func f32ToF16NEON(dst *uint16, src *float32, n int)
+
+//go:noescape
+func f16ToF32NEON(dst *float32, src *uint16, n int)
+
+func sumSquaresArch(x []float32) float64 {
+	n := len(x) &^ 3
+	var s float64
+	if n > 0 {
+		s = sumSquaresNEON(&x[0], n)
+	}
+	if n < len(x) {
+		s += sumSquaresGeneric(x[n:])
+	}
+	return s
+}
+
+func dotF32Arch(a, b []float32) float32 {
+	n := len(a) &^ 3
+	var s float32
+	if n > 0 {
+		s = dotF32NEON(&a[0], &b[0], n)
+	}
+	if n < len(a) {
+		s += dotF32Generic(a[n:], b[n:])
+	}
+	return s
+}
+
+func dotF16Arch(a []uint16, b []float32) float32 {
+	n := len(a) &^ 3
+	var s float32
+	if n > 0 {
+		s = dotF16NEON(&a[0], &b[0], n)
+	}
+	if n < len(a) {
+		s += dotF16Generic(a[n:], b[n:])
+	}
+	return s
+}
+
+func axpyF32Arch(dst []float32, a float32, x []float32) {
+	n := len(dst) &^ 3
+	if n > 0 {
+		axpyF32NEON(&dst[0], a, &x[0], n)
+	}
+	if n < len(dst) {
+		axpyF32Generic(dst[n:], a, x[n:])
+	}
+}
+
+func axpyF16Arch(dst []float32, a float32, x []uint16) {
+	n := len(dst) &^ 3
+	if n > 0 {
+		axpyF16NEON(&dst[0], a, &x[0], n)
+	}
+	if n < len(dst) {
+		axpyF16Generic(dst[n:], a, x[n:])
+	}
+}
+
+func f32ToF16Arch(dst []uint16, src []float32) {
+	n := len(dst) &^ 3
+	if n > 0 {
+		f32ToF16NEON(&dst[0], &src[0], n)
+	}
+	if n < len(dst) {
+		f32ToF16Generic(dst[n:], src[n:])
+	}
+}
+
+func f16ToF32Arch(dst []float32, src []uint16) {
+	n := len(dst) &^ 3
+	if n > 0 {
+		f16ToF32NEON(&dst[0], &src[0], n)
+	}
+	if n < len(dst) {
+		f16ToF32Generic(dst[n:], src[n:])
+	}
+}

@@ -1,0 +1,15 @@
+//go:build !amd64 && !arm64
+
+package kernels
+
+var opsLevel = opsGeneric
+
+func opsLevels() []int { return nil }
+
+func sumSquaresArch(x []float32) float64                { return sumSquaresGeneric(x) }
+func dotF32Arch(a, b []float32) float32                 { return dotF32Generic(a, b) }
+func dotF16Arch(a []uint16, b []float32) float32        { return dotF16Generic(a, b) }
+func axpyF32Arch(dst []float32, a float32, x []float32) { axpyF32Generic(dst, a, x) }
+func axpyF16Arch(dst []float32, a float32, x []uint16)  { axpyF16Generic(dst, a, x) }
+func f32ToF16Arch(dst []uint16, src []float32)          { f32ToF16Generic(dst, src) }
+func f16ToF32Arch(dst []float32, src []uint16)          { f16ToF32Generic(dst, src) }
