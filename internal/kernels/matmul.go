@@ -1,0 +1,167 @@
+package kernels
+
+import (
+	"fmt"
+	"unsafe"
+
+	"braid/internal/quant"
+)
+
+// Matrix is a weight matrix in one of the GGUF block formats: Rows rows of
+// Cols values each, row-major, each row Type.RowBytes(Cols) bytes long. Data
+// usually points into a memory-mapped model file.
+type Matrix struct {
+	Type       quant.Type
+	Rows, Cols int
+	Data       []byte
+}
+
+// rowBytes returns the byte length of one row, panicking on a malformed
+// matrix: a shape error here is a loader bug, never a runtime condition.
+func (m *Matrix) rowBytes() int {
+	rb, err := m.Type.RowBytes(int64(m.Cols))
+	if err != nil {
+		panic("kernels: " + err.Error())
+	}
+	if len(m.Data) < int(rb)*m.Rows {
+		panic(fmt.Sprintf("kernels: %s matrix %dx%d needs %d bytes, has %d", m.Type, m.Rows, m.Cols, int(rb)*m.Rows, len(m.Data)))
+	}
+	return int(rb)
+}
+
+// matJob is one MatMul call as the workers see it.
+type matJob struct {
+	impl    *dotImpl
+	w       []byte
+	ldw     int // bytes per weight row
+	rows    int
+	cols    int // values per row
+	x       []byte
+	ldx     int // bytes per converted activation vector
+	n       int // activation vectors
+	dst     []float32
+	rowStep int // rows per chunk
+
+	// activation conversion
+	src   []float32
+	conv  func(dst []byte, src []float32)
+	colsC int // vectors per conversion chunk
+}
+
+// MatMul computes dst[j*w.Rows+i] = dot(row i of w, x[j*w.Cols:(j+1)*w.Cols])
+// for the n activation vectors in x: n == 1 is the matrix-vector product of
+// decode, n > 1 the matrix-matrix product of prefill. The activations are
+// first converted to the kernel's activation format (Q8_0 for Q4_0, as
+// llama.cpp does), then rows are split over the pool's threads.
+//
+// MatMul does not allocate once the pool's scratch has grown to the largest
+// call, and it starts no goroutines.
+func (p *Pool) MatMul(dst []float32, w *Matrix, x []float32, n int) {
+	if n <= 0 || w.Rows == 0 {
+		return
+	}
+	ldw := w.rowBytes()
+	if len(x) < n*w.Cols || len(dst) < n*w.Rows {
+		panic(fmt.Sprintf("kernels: MatMul %dx%d by %d vectors: x has %d values, dst %d", w.Rows, w.Cols, n, len(x), len(dst)))
+	}
+	impl := implFor(w.Type)
+	if impl == nil {
+		panic("kernels: no dot product for weight type " + w.Type.String())
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+
+	j := &p.job.mm
+	*j = matJob{impl: impl, w: w.Data, ldw: ldw, rows: w.Rows, cols: w.Cols, n: n, dst: dst}
+	if impl.act == quant.F32 {
+		j.x = unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 4*n*w.Cols)
+		j.ldx = 4 * w.Cols
+	} else {
+		p.convert(impl.act, x, n, w.Cols)
+	}
+
+	// Chunks of rows: enough of them for dynamic balancing, but big enough
+	// that a chunk's weights are worth a wake-up, and (for prefill) a whole
+	// number of tile heights so each chunk's weights stay in L2 while every
+	// activation vector streams past them.
+	step := max(16, w.Rows/(8*p.threads))
+	if n > 1 {
+		step = 32
+		if impl.mm != nil {
+			step = max(impl.mmRows, step/impl.mmRows*impl.mmRows)
+		}
+	}
+	j.rowStep = step
+	p.job.chunks = (w.Rows + step - 1) / step
+	p.job.run = runMatMul
+	p.start()
+	j.w, j.x, j.dst, j.src = nil, nil, nil, nil
+}
+
+// convert quantizes the n activation vectors into the pool's scratch.
+func (p *Pool) convert(act quant.Type, x []float32, n, cols int) {
+	rb, err := act.RowBytes(int64(cols))
+	if err != nil {
+		panic("kernels: activations: " + err.Error())
+	}
+	ldx := int(rb)
+	if need := ldx * n; len(p.scratch) < need {
+		p.scratch = make([]byte, need+need/4)
+	}
+	conv := actQuantizers[act]
+	if conv == nil {
+		panic("kernels: no activation conversion to " + act.String())
+	}
+	j := &p.job.mm
+	j.x, j.ldx, j.src, j.conv = p.scratch[:ldx*n], ldx, x, conv
+	if n*cols < 1<<16 || p.threads == 1 {
+		for c := 0; c < n; c++ {
+			conv(j.x[c*ldx:(c+1)*ldx], x[c*cols:(c+1)*cols])
+		}
+		return
+	}
+	j.colsC = max(1, n/(4*p.threads))
+	p.job.chunks = (n + j.colsC - 1) / j.colsC
+	p.job.run = runConvert
+	p.start()
+}
+
+func runConvert(p *Pool, c int) {
+	j := &p.job.mm
+	for v := c * j.colsC; v < min((c+1)*j.colsC, j.n); v++ {
+		j.conv(j.x[v*j.ldx:(v+1)*j.ldx], j.src[v*j.cols:(v+1)*j.cols])
+	}
+}
+
+func runMatMul(p *Pool, c int) {
+	j := &p.job.mm
+	r0 := c * j.rowStep
+	r1 := min(r0+j.rowStep, j.rows)
+	dot, cols, ldw, ldx := j.impl.dot, j.cols, j.ldw, j.ldx
+	if j.n == 1 {
+		x := j.x[:ldx]
+		d := j.dst[r0:r1]
+		for r := r0; r < r1; r++ {
+			d[r-r0] = dot(cols, j.w[r*ldw:(r+1)*ldw], x)
+		}
+		return
+	}
+	if mm := j.impl.mm; mm != nil {
+		tr, tc := j.impl.mmRows, j.impl.mmCols
+		for v := 0; v < j.n; v += tc {
+			nc := min(tc, j.n-v)
+			for r := r0; r < r1; r += tr {
+				nr := min(tr, r1-r)
+				mm(cols, j.w[r*ldw:], ldw, j.x[v*ldx:], ldx, j.dst[v*j.rows+r:], j.rows, nr, nc)
+			}
+		}
+		return
+	}
+	for v := 0; v < j.n; v++ {
+		x := j.x[v*ldx : (v+1)*ldx]
+		d := j.dst[v*j.rows:]
+		for r := r0; r < r1; r++ {
+			d[r] = dot(cols, j.w[r*ldw:(r+1)*ldw], x)
+		}
+	}
+}

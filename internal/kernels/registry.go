@@ -1,0 +1,126 @@
+// Package kernels holds the hot loops of inference: dot products and matrix
+// products of every weight format against float32 activations, norms, RoPE,
+// softmax, activations and the attention inner loops.
+//
+// Every kernel has a pure-Go reference implementation, which is the test
+// oracle; assembly versions (amd64 AVX2 / AVX-512, arm64 NEON) are chosen once
+// at start-up from the CPU's features, and BRAID_KERNELS=generic forces the
+// references. The choice is visible through Selected.
+package kernels
+
+import (
+	"os"
+	"sort"
+	"sync"
+
+	"braid/internal/quant"
+)
+
+// dotImpl is one implementation of the row dot product for one weight type.
+// Activations are first converted to act (F32, F16, BF16, Q8_0, Q8_1 or Q8_K,
+// as llama.cpp does); dot then multiplies n values of one weight row w (in the
+// weight type's block format) with n activations x (in act's format).
+//
+// mm, when set, is a register-blocked tile kernel for prefill: it computes
+// dst[c*ldd+r] = dot(w[r*ldw:], x[c*ldx:]) for r < rows and c < cols, where
+// rows <= mmRows and cols <= mmCols. Reusing each loaded weight block for
+// several activation columns is what makes matrix-matrix products faster
+// than repeated matrix-vector ones.
+type dotImpl struct {
+	name string // "generic", "avx2", "avx512", "avx512vnni", "neon", "neon-dotprod"
+	act  quant.Type
+	dot  func(n int, w, x []byte) float32
+
+	mm             func(n int, w []byte, ldw int, x []byte, ldx int, dst []float32, ldd int, rows, cols int)
+	mmRows, mmCols int
+}
+
+// generic holds the pure-Go reference implementation for each weight type;
+// fast holds the assembly candidates this CPU can run. Both are filled by init
+// functions, the references in *_generic.go files and the assembly in
+// per-architecture files, which register with registerGeneric and
+// registerFast. The choice between them is made once, lazily (init order
+// across files is by file name, so it cannot be made in an init function).
+var (
+	generic = map[quant.Type]*dotImpl{}
+	fast    = map[quant.Type][]*dotImpl{} // candidates in order of preference
+)
+
+func registerGeneric(t quant.Type, d *dotImpl) { generic[t] = d }
+
+// registerFast adds an assembly candidate for t; ok says whether this CPU can
+// run it. Candidates registered earlier win, so register the widest first.
+func registerFast(t quant.Type, ok bool, d *dotImpl) {
+	if ok {
+		fast[t] = append(fast[t], d)
+	}
+}
+
+// actQuantizers converts float32 activations to an activation format. Types
+// missing here fall back to quant.Quantize.
+var actQuantizers = map[quant.Type]func(dst []byte, src []float32){}
+
+// registerAct installs the activation converter for act type t; the last
+// registration wins, so an assembly file may replace the Go one from its init.
+func registerAct(t quant.Type, fn func(dst []byte, src []float32)) { actQuantizers[t] = fn }
+
+// forcedGeneric is read once: switching kernels under a running model would
+// make results depend on timing.
+var forcedGeneric = os.Getenv("BRAID_KERNELS") == "generic"
+
+// ForcedGeneric reports whether BRAID_KERNELS=generic was set at start-up,
+// which makes every weight type use its pure-Go reference kernel.
+func ForcedGeneric() bool { return forcedGeneric }
+
+var (
+	selectOnce sync.Once
+	chosen     map[quant.Type]*dotImpl
+)
+
+// pick chooses the implementation for each weight type: the first fast
+// candidate whose activation format matches the reference's (so results do
+// not silently change format), else the reference.
+func pick(gen map[quant.Type]*dotImpl, cand map[quant.Type][]*dotImpl, forceGeneric bool) map[quant.Type]*dotImpl {
+	out := make(map[quant.Type]*dotImpl, len(gen))
+	for t, g := range gen {
+		out[t] = g
+		if forceGeneric {
+			continue
+		}
+		for _, c := range cand[t] {
+			if c.act == g.act {
+				out[t] = c
+				break
+			}
+		}
+	}
+	return out
+}
+
+func impls() map[quant.Type]*dotImpl {
+	selectOnce.Do(func() { chosen = pick(generic, fast, forcedGeneric) })
+	return chosen
+}
+
+// implFor returns the chosen kernel for weight type t, or nil.
+func implFor(t quant.Type) *dotImpl { return impls()[t] }
+
+// Choice is the kernel chosen for one weight type.
+type Choice struct {
+	Type quant.Type // weight type
+	Impl string     // "generic", "avx2", "avx512vnni", "neon-dotprod", ...
+	Act  quant.Type // format the activations are converted to
+}
+
+// Selected returns the implementation chosen for every supported weight type,
+// ordered by type id, so that `braid doctor` and start-up logs can show which
+// kernels run (a silent fallback to generic code is a slow, invisible bug).
+func Selected() []Choice {
+	m := impls()
+	out := make([]Choice, 0, len(m))
+	for t, d := range m {
+		out = append(out, Choice{Type: t, Impl: d.name, Act: d.act})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Type < out[j].Type })
+	return out
+}
