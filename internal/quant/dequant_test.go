@@ -18,13 +18,16 @@ func TestDequantizeRef(t *testing.T) {
 	f := loadRef(t, "quants-dequant-f32.gguf")
 	for _, name := range append([]string{"source", "act_source"}, refTypes...) {
 		t.Run(name, func(t *testing.T) {
-			src, ok := q[name]
+			typ, data, ok := q.tensor(name)
 			if !ok {
 				t.Skipf("tensor %s not in quants.gguf", name)
 			}
 			want := f.f32(t, name)
+			if len(want) == 0 {
+				t.Fatal("empty reference tensor")
+			}
 			got := make([]float32, len(want))
-			if err := quant.Dequantize(quant.Type(src.Type), src.Data, got); err != nil {
+			if err := quant.Dequantize(typ, data, got); err != nil {
 				t.Fatal(err)
 			}
 			for i := range got {
@@ -47,7 +50,7 @@ func TestFloatQuantizeRef(t *testing.T) {
 		typ  quant.Type
 	}{{"f16", quant.F16}, {"bf16", quant.BF16}} {
 		t.Run(tc.name, func(t *testing.T) {
-			want := q[tc.name].Data
+			want := q.data(t, tc.name)
 			got := make([]byte, len(want))
 			if err := quant.Quantize(tc.typ, src, got); err != nil {
 				t.Fatal(err)

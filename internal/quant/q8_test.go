@@ -21,7 +21,7 @@ func TestActivationQuantRef(t *testing.T) {
 		{"act_q8_K", quant.Q8_K},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			want := ref[tc.name].Data
+			want := ref.data(t, tc.name)
 			got := make([]byte, len(want))
 			if err := quant.Quantize(tc.typ, src, got); err != nil {
 				t.Fatal(err)
