@@ -50,12 +50,11 @@ func SplitPath(prefix string, no, n int) string {
 // Open maps a model read-only. When path names any part of a split model
 // (NAME-0000i-of-0000N.gguf) all N parts are opened, checked against their
 // split.no and split.count metadata, and presented as one model.
-func Open(path string) (m *Model, err error) {
-	m = &Model{byName: map[string]*Tensor{}}
+func Open(path string) (_ *Model, err error) {
+	m := &Model{byName: map[string]*Tensor{}}
 	defer func() {
 		if err != nil {
 			m.Close()
-			m = nil
 		}
 	}()
 	first, err := m.openFile(path)
