@@ -236,11 +236,23 @@ func Parse(name, source string) (t *Template, err error) {
 			t, err = nil, &Error{Template: name, Message: fmt.Sprintf("engine panic while parsing: %v", r)}
 		}
 	}()
-	tmpl, err := jinja.Compile(rewriteSource(source))
+	tmpl, err := jinja.Compile(rewriteSource(normalizeNewlines(source)))
 	if err != nil {
 		return nil, syntaxError(name, source, err)
 	}
 	return &Template{name: name, src: source, tmpl: tmpl}, nil
+}
+
+// normalizeNewlines does what jinja2's lexer does to a source before
+// anything else: \r\n and \r become \n, and one trailing newline is dropped
+// (keep_trailing_newline=False, as in transformers). The engine does
+// neither.
+func normalizeNewlines(src string) string {
+	if strings.Contains(src, "\r") {
+		src = strings.ReplaceAll(src, "\r\n", "\n")
+		src = strings.ReplaceAll(src, "\r", "\n")
+	}
+	return strings.TrimSuffix(src, "\n")
 }
 
 func syntaxError(name, source string, err error) *Error {
@@ -252,7 +264,7 @@ func syntaxError(name, source string, err error) *Error {
 	e := &Error{Template: name, Message: msg}
 	if m := lineRe.FindStringSubmatch(msg); m != nil {
 		e.Line, _ = strconv.Atoi(m[1])
-		e.Message = strings.TrimSpace(strings.TrimPrefix(strings.Replace(msg, m[0], "", 1), ":"))
+		e.Message = strings.TrimPrefix(msg, m[0]+": ")
 	} else {
 		e.Line = unclosedBlockLine(source)
 	}
@@ -327,6 +339,17 @@ func (t *Template) render(vals map[string]jinja.Value, now func() time.Time) (ou
 	vals["strftime_now"] = strftimeNow(now)
 	vals["raise_exception"] = jinja.NewCallable("raise_exception", raiseException)
 	vals[toJSONFilter] = jinja.NewCallable("tojson", filterToJSON)
+	depth := 0
+	vals[enterMacro] = jinja.NewCallable("macro", func([]jinja.Value, map[string]jinja.Value) (jinja.Value, error) {
+		if depth++; depth > maxMacroDepth {
+			return jinja.Undefined(), fmt.Errorf("macro recursion deeper than %d", maxMacroDepth)
+		}
+		return jinja.None(), nil
+	})
+	vals[exitMacro] = jinja.NewCallable("macro", func([]jinja.Value, map[string]jinja.Value) (jinja.Value, error) {
+		depth--
+		return jinja.None(), nil
+	})
 	out, err = t.tmpl.RenderValues(vals)
 	if err != nil {
 		return "", t.renderError(err)

@@ -270,7 +270,9 @@ func writePyString(sb *strings.Builder, s string, ensureASCII bool) {
 			case '\f':
 				sb.WriteString(`\f`)
 			default:
-				if c < 0x20 {
+				// Python's ensure_ascii escapes everything outside
+				// ' '..'~', DEL included.
+				if c < 0x20 || (ensureASCII && c == 0x7f) {
 					u4(rune(c))
 				} else {
 					sb.WriteByte(c)

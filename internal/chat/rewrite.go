@@ -11,15 +11,30 @@ import (
 // engine does not know; the source is rewritten to use it.
 const (
 	toJSONFilter = "__braid_tojson"
+	enterMacro   = "__braid_enter"
+	exitMacro    = "__braid_exit"
+)
+
+// maxMacroDepth bounds macro recursion. The engine recurses on the Go stack
+// without a limit, and a Go stack overflow kills the process (recover cannot
+// catch it), so a template with a runaway recursive macro would take the
+// server down. Python stops at its recursion limit (a few hundred macro
+// levels); real templates recurse as deep as a JSON schema nests.
+const maxMacroDepth = 500
+
+var (
+	macroOpen  = regexp.MustCompile(`^\{%[-+]?\s*macro\b`)
+	macroClose = regexp.MustCompile(`^\{%([-+]?)\s*endmacro\b`)
 )
 
 var toJSONUse = regexp.MustCompile(`(\|\s*)tojson\b`)
 
-// rewriteSource renames engine filters we replace, touching only code inside
-// {{ }} and {% %} tags and outside string literals, so template text and
-// quoted strings are left byte for byte, and line numbers stay the same.
+// rewriteSource renames engine filters we replace and brackets every macro
+// body with depth-counting calls, touching only code inside {{ }} and {% %}
+// tags and outside string literals, so template text and quoted strings are
+// left byte for byte, and line numbers stay the same.
 func rewriteSource(src string) string {
-	if !strings.Contains(src, "tojson") {
+	if !strings.Contains(src, "tojson") && !strings.Contains(src, "macro") {
 		return src
 	}
 	var out strings.Builder
@@ -61,7 +76,24 @@ func rewriteSource(src string) string {
 				i = end + k[1]
 				continue
 			}
-			out.WriteString(rewriteCode(tag))
+			switch m := macroClose.FindStringSubmatch(tag); {
+			case m != nil:
+				// The guard takes over the tag's left whitespace control so
+				// lstrip_blocks and '-' strip the same text as before.
+				out.WriteString("{%" + m[1] + " if " + exitMacro + "() %}{% endif %}")
+				out.WriteString(tag)
+			case macroOpen.MatchString(tag):
+				out.WriteString(rewriteCode(tag))
+				// Repeat the tag's right whitespace control on the guard,
+				// which now stands where trim_blocks and '-%}' act.
+				right := ""
+				if n := len(tag); n >= 3 && (tag[n-3] == '-' || tag[n-3] == '+') {
+					right = tag[n-3 : n-2]
+				}
+				out.WriteString("{% if " + enterMacro + "() %}{% endif " + right + "%}")
+			default:
+				out.WriteString(rewriteCode(tag))
+			}
 			i = end
 		default:
 			out.WriteByte('{')
