@@ -1,0 +1,68 @@
+package modelgen
+
+import (
+	"path/filepath"
+	"testing"
+
+	"braid/internal/gguf"
+	"braid/internal/quant"
+)
+
+func TestWriteFileOpens(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     Config
+		tensors int
+		want    []string
+	}{
+		{"llama q8_0", Config{Arch: "llama", Layers: 2, Embd: 64, FF: 128, Heads: 4, KVHeads: 2, Vocab: 300, Type: quant.Q8_0}, 2*9 + 3,
+			[]string{"blk.1.ffn_down.weight", "output.weight"}},
+		{"qwen2 biases", Config{Arch: "qwen2", Layers: 1, Embd: 64, FF: 96, Heads: 2, Vocab: 260, Type: quant.F16}, 12 + 3,
+			[]string{"blk.0.attn_q.bias"}},
+		{"qwen3 tied", Config{Arch: "qwen3", Layers: 1, Embd: 256, FF: 256, Heads: 2, Vocab: 300, Type: quant.Q4_K, TiedOutput: true}, 11 + 2,
+			[]string{"blk.0.attn_k_norm.weight"}},
+		{"qwen3moe", Config{Arch: "qwen3moe", Layers: 1, Embd: 64, FF: 64, Heads: 2, Vocab: 260, Experts: 4, ExpertsUsed: 2, Type: quant.F32}, 12 + 3,
+			[]string{"blk.0.ffn_gate_exps.weight"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "m.gguf")
+			if err := WriteFile(path, tc.cfg); err != nil {
+				t.Fatal(err)
+			}
+			m, err := gguf.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			if m.Arch() != tc.cfg.Arch {
+				t.Errorf("arch %q, want %q", m.Arch(), tc.cfg.Arch)
+			}
+			if len(m.Tensors) != tc.tensors {
+				t.Errorf("%d tensors, want %d", len(m.Tensors), tc.tensors)
+			}
+			for _, n := range tc.want {
+				if _, ok := m.Tensor(n); !ok {
+					t.Errorf("tensor %s missing", n)
+				}
+			}
+			toks, _ := m.Strings("tokenizer.ggml.tokens")
+			if len(toks) != tc.cfg.Vocab {
+				t.Errorf("%d tokens, want %d", len(toks), tc.cfg.Vocab)
+			}
+		})
+	}
+}
+
+func TestBadConfig(t *testing.T) {
+	for _, c := range []Config{
+		{Arch: "gpt9", Layers: 1, Embd: 64, FF: 64, Heads: 2, Vocab: 300, Type: quant.F32},
+		{Layers: 1, Embd: 64, FF: 64, Heads: 3, KVHeads: 2, Vocab: 300, Type: quant.F32},
+		{Layers: 1, Embd: 64, FF: 64, Heads: 2, Vocab: 10, Type: quant.F32},
+		{Layers: 1, Embd: 100, FF: 64, Heads: 2, Vocab: 300, Type: quant.Q4_K},
+	} {
+		if _, err := Build(c); err == nil {
+			t.Errorf("Build(%+v) succeeded, want an error", c)
+		}
+	}
+}
