@@ -1,0 +1,467 @@
+// Package kvcache is a paged key/value cache: one pool of fixed-size blocks,
+// allocated once, shared by all sequences through per-sequence block tables.
+//
+// Each block holds BlockSize consecutive positions of one sequence for every
+// layer: per layer a K part and a V part of BlockSize rows of KVDim values
+// (this rank's KV heads only), stored as F16 bits or F32. A block can be
+// shared by several sequences (prefix sharing after CopyPrefix); it is
+// reference counted and returns to the pool when the last sequence lets go.
+//
+// Life of a decode step for one sequence:
+//
+//	c.Reserve(seq, c.Len(seq)+t) // blocks for t new positions; may fail with ErrFull
+//	k, v := c.RowF16(layer, seq, pos)  // the model writes K/V of each new position
+//	c.Commit(seq, c.Len(seq)+t)  // the new positions become part of the sequence
+//
+// Reserve is the only operation that takes blocks from the pool, and it also
+// un-shares (copy-on-write) any shared block that the reserved positions fall
+// into, so the row accessors never allocate and never fail. Writing into a
+// shared block without reserving first is a bug and panics.
+//
+// Not done yet: finding the longest cached prefix of a token sequence (for the
+// server's prompt reuse). It needs a token-hash index per full block on top of
+// this package; CopyPrefix is the primitive it will use.
+//
+// A Cache is not safe for concurrent use; the engine owns it from one goroutine.
+package kvcache
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// ErrFull is returned (wrapped, with the numbers) when the pool has too few
+// free blocks for an operation. The operation then has changed nothing.
+var ErrFull = errors.New("kvcache: out of blocks")
+
+// ErrUnknownSeq is returned (wrapped) for operations on a sequence that does
+// not exist.
+var ErrUnknownSeq = errors.New("kvcache: unknown sequence")
+
+// Config sizes a cache.
+type Config struct {
+	Layers    int  // layers held by this rank
+	KVDim     int  // values per K (and per V) row: kvHeads*headDim of this rank
+	BlockSize int  // positions per block
+	Blocks    int  // blocks in the pool
+	F32       bool // store F32 instead of F16 bits
+}
+
+// SeqID names a sequence; any value is valid.
+type SeqID int32
+
+type seqState struct {
+	blocks []int32
+	n      int // committed positions
+}
+
+// Cache is a paged KV cache. See the package documentation.
+type Cache struct {
+	cfg Config
+	// Strides in elements.
+	rowStride   int // KVDim
+	blockStride int // BlockSize*KVDim
+	layerStride int // Blocks*BlockSize*KVDim
+
+	kf16, vf16 []uint16
+	kf32, vf32 []float32
+
+	refs  []int32 // per block; 0 = free
+	free  []int32 // stack of free block ids
+	seqs  map[SeqID]*seqState
+	spare []*seqState // dropped states, reused to keep their tables' capacity
+}
+
+// New validates cfg and allocates the whole pool at once.
+func New(cfg Config) (*Cache, error) {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"Layers", cfg.Layers}, {"KVDim", cfg.KVDim}, {"BlockSize", cfg.BlockSize}, {"Blocks", cfg.Blocks}} {
+		if f.v <= 0 {
+			return nil, fmt.Errorf("kvcache: invalid %s %d: must be > 0", f.name, f.v)
+		}
+	}
+	if cfg.Blocks > math.MaxInt32 {
+		return nil, fmt.Errorf("kvcache: invalid Blocks %d: block ids are int32", cfg.Blocks)
+	}
+	// Each of K and V holds Layers*Blocks*BlockSize*KVDim elements; refuse sizes
+	// whose element count or byte count overflows rather than wrap silently.
+	elems := uint64(cfg.Layers)
+	for _, f := range []int{cfg.Blocks, cfg.BlockSize, cfg.KVDim} {
+		if elems > math.MaxInt64/8/uint64(f) {
+			return nil, fmt.Errorf("kvcache: %+v overflows", cfg)
+		}
+		elems *= uint64(f)
+	}
+	c := &Cache{
+		cfg:         cfg,
+		rowStride:   cfg.KVDim,
+		blockStride: cfg.BlockSize * cfg.KVDim,
+		layerStride: cfg.Blocks * cfg.BlockSize * cfg.KVDim,
+		refs:        make([]int32, cfg.Blocks),
+		free:        make([]int32, cfg.Blocks),
+		seqs:        make(map[SeqID]*seqState),
+	}
+	if cfg.F32 {
+		c.kf32 = make([]float32, elems)
+		c.vf32 = make([]float32, elems)
+	} else {
+		c.kf16 = make([]uint16, elems)
+		c.vf16 = make([]uint16, elems)
+	}
+	// Pop order hands out low block ids first, which keeps tests readable.
+	for i := range c.free {
+		c.free[i] = int32(cfg.Blocks - 1 - i)
+	}
+	return c, nil
+}
+
+// Config returns the configuration the cache was built with.
+func (c *Cache) Config() Config { return c.cfg }
+
+// BlockBytes is the size of one block across all layers, K and V.
+func (c *Cache) BlockBytes() int64 {
+	es := int64(2)
+	if c.cfg.F32 {
+		es = 4
+	}
+	return 2 * int64(c.cfg.Layers) * int64(c.blockStride) * es
+}
+
+// Bytes is the size of the whole pool.
+func (c *Cache) Bytes() int64 { return c.BlockBytes() * int64(c.cfg.Blocks) }
+
+// Len is the number of committed positions of seq (0 for an unknown sequence).
+func (c *Cache) Len(seq SeqID) int {
+	if s := c.seqs[seq]; s != nil {
+		return s.n
+	}
+	return 0
+}
+
+// Cap is the number of positions seq's blocks can hold (Len plus reserved room).
+func (c *Cache) Cap(seq SeqID) int {
+	if s := c.seqs[seq]; s != nil {
+		return len(s.blocks) * c.cfg.BlockSize
+	}
+	return 0
+}
+
+// Has reports whether seq exists (was reserved or copied into and not dropped).
+func (c *Cache) Has(seq SeqID) bool { return c.seqs[seq] != nil }
+
+// Blocks is seq's block table: block i holds positions [i*BlockSize,
+// (i+1)*BlockSize). It is a view into the cache, valid until the next
+// operation that changes seq; do not modify it.
+func (c *Cache) Blocks(seq SeqID) []int32 {
+	if s := c.seqs[seq]; s != nil {
+		return s.blocks[:len(s.blocks):len(s.blocks)]
+	}
+	return nil
+}
+
+// Refs is block b's reference count: the number of sequences whose table holds it.
+func (c *Cache) Refs(b int32) int { return int(c.refs[b]) }
+
+func (c *Cache) blocksFor(n int) int { return (n + c.cfg.BlockSize - 1) / c.cfg.BlockSize }
+
+func (c *Cache) full(op string, seq SeqID, need int) error {
+	return fmt.Errorf("%w: %s for sequence %d needs %d blocks of %d positions, %d free of %d",
+		ErrFull, op, seq, need, c.cfg.BlockSize, len(c.free), c.cfg.Blocks)
+}
+
+func (c *Cache) alloc() int32 {
+	b := c.free[len(c.free)-1]
+	c.free = c.free[:len(c.free)-1]
+	c.refs[b] = 1
+	return b
+}
+
+func (c *Cache) release(b int32) {
+	c.refs[b]--
+	if c.refs[b] == 0 {
+		c.free = append(c.free, b)
+	}
+}
+
+func (c *Cache) newSeq(seq SeqID) *seqState {
+	var s *seqState
+	if n := len(c.spare); n > 0 {
+		s = c.spare[n-1]
+		c.spare = c.spare[:n-1]
+	} else {
+		s = &seqState{}
+	}
+	c.seqs[seq] = s
+	return s
+}
+
+// Reserve makes room for positions [Len(seq), n) of seq, creating seq if it
+// does not exist: it takes blocks from the pool and un-shares (copies) any
+// shared block those positions fall into, so they can be written. When the
+// pool has too few free blocks it returns ErrFull and changes nothing. n <=
+// Cap(seq) with nothing shared is a no-op.
+func (c *Cache) Reserve(seq SeqID, n int) error {
+	if n < 0 {
+		return fmt.Errorf("kvcache: reserve %d positions for sequence %d", n, seq)
+	}
+	s := c.seqs[seq]
+	have, cur := 0, 0
+	if s != nil {
+		have, cur = len(s.blocks), s.n
+	}
+	if n <= cur {
+		if s == nil {
+			c.newSeq(seq)
+		}
+		return nil
+	}
+	want := c.blocksFor(n)
+	need := max(0, want-have)
+	// Blocks that the new positions fall into and that another sequence shares.
+	first, last := cur/c.cfg.BlockSize, min(have, want)
+	for i := first; i < last; i++ {
+		if c.refs[s.blocks[i]] > 1 {
+			need++
+		}
+	}
+	if need > len(c.free) {
+		return c.full("reserve", seq, need)
+	}
+	if s == nil {
+		s = c.newSeq(seq)
+	}
+	for i := first; i < last; i++ {
+		if old := s.blocks[i]; c.refs[old] > 1 {
+			nb := c.alloc()
+			// Rows at or past Len are garbage to be overwritten; only the
+			// committed ones need to survive the copy.
+			c.copyRows(nb, old, max(0, min(c.cfg.BlockSize, cur-i*c.cfg.BlockSize)))
+			c.release(old)
+			s.blocks[i] = nb
+		}
+	}
+	for len(s.blocks) < want {
+		s.blocks = append(s.blocks, c.alloc())
+	}
+	return nil
+}
+
+// Commit marks positions [Len(seq), n) as written: Len(seq) becomes n. n must
+// lie in [Len(seq), Cap(seq)]; rolling back is Truncate's job.
+func (c *Cache) Commit(seq SeqID, n int) error {
+	s := c.seqs[seq]
+	if s == nil {
+		return fmt.Errorf("%w %d: commit", ErrUnknownSeq, seq)
+	}
+	if n < s.n || n > len(s.blocks)*c.cfg.BlockSize {
+		return fmt.Errorf("kvcache: commit sequence %d to %d positions: must be in [Len %d, Cap %d]",
+			seq, n, s.n, len(s.blocks)*c.cfg.BlockSize)
+	}
+	s.n = n
+	return nil
+}
+
+// Drop forgets seq and returns the blocks no other sequence holds to the pool.
+// Dropping an unknown sequence does nothing.
+func (c *Cache) Drop(seq SeqID) {
+	s := c.seqs[seq]
+	if s == nil {
+		return
+	}
+	for _, b := range s.blocks {
+		c.release(b)
+	}
+	s.blocks, s.n = s.blocks[:0], 0
+	delete(c.seqs, seq)
+	c.spare = append(c.spare, s)
+}
+
+// Truncate rolls seq back to its first n positions (rejected draft tokens in
+// speculative decoding, an edited conversation) and returns the blocks it no
+// longer needs, reserved room included. n must lie in [0, Len(seq)].
+func (c *Cache) Truncate(seq SeqID, n int) error {
+	s := c.seqs[seq]
+	if s == nil {
+		return fmt.Errorf("%w %d: truncate", ErrUnknownSeq, seq)
+	}
+	if n < 0 || n > s.n {
+		return fmt.Errorf("kvcache: truncate sequence %d to %d positions: must be in [0, Len %d]", seq, n, s.n)
+	}
+	keep := c.blocksFor(n)
+	for _, b := range s.blocks[keep:] {
+		c.release(b)
+	}
+	s.blocks, s.n = s.blocks[:keep], n
+	return nil
+}
+
+// CopyPrefix makes dst the first n positions of src (n <= Len(src)),
+// replacing whatever dst held. Full blocks are shared by reference count; a
+// partial last block is copied, since both sequences are about to write past
+// n into it. It needs one free block when n is not a multiple of BlockSize;
+// without one it returns ErrFull and changes nothing (dst's own blocks are not
+// counted as free for this). dst == src truncates.
+func (c *Cache) CopyPrefix(dst, src SeqID, n int) error {
+	ss := c.seqs[src]
+	if ss == nil {
+		return fmt.Errorf("%w %d: copy prefix to %d", ErrUnknownSeq, src, dst)
+	}
+	if n < 0 || n > ss.n {
+		return fmt.Errorf("kvcache: copy %d positions of sequence %d: must be in [0, Len %d]", n, src, ss.n)
+	}
+	if dst == src {
+		return c.Truncate(src, n)
+	}
+	shared, part := n/c.cfg.BlockSize, n%c.cfg.BlockSize
+	if part > 0 && len(c.free) == 0 {
+		return c.full("copy prefix", dst, 1)
+	}
+	// Take the new references before letting go of dst's old blocks: they may
+	// be the same blocks.
+	for _, b := range ss.blocks[:shared] {
+		c.refs[b]++
+	}
+	var nb int32 = -1
+	if part > 0 {
+		nb = c.alloc()
+		c.copyRows(nb, ss.blocks[shared], part)
+	}
+	ds := c.seqs[dst]
+	if ds == nil {
+		ds = c.newSeq(dst)
+	}
+	for _, b := range ds.blocks {
+		c.release(b)
+	}
+	ds.blocks = append(ds.blocks[:0], ss.blocks[:shared]...)
+	if nb >= 0 {
+		ds.blocks = append(ds.blocks, nb)
+	}
+	ds.n = n
+	return nil
+}
+
+// copyRows copies the first rows positions of block src into block dst, in
+// every layer, K and V.
+func (c *Cache) copyRows(dst, src int32, rows int) {
+	if rows == 0 {
+		return
+	}
+	m := rows * c.rowStride
+	for l := range c.cfg.Layers {
+		d := l*c.layerStride + int(dst)*c.blockStride
+		s := l*c.layerStride + int(src)*c.blockStride
+		if c.cfg.F32 {
+			copy(c.kf32[d:d+m], c.kf32[s:s+m])
+			copy(c.vf32[d:d+m], c.vf32[s:s+m])
+		} else {
+			copy(c.kf16[d:d+m], c.kf16[s:s+m])
+			copy(c.vf16[d:d+m], c.vf16[s:s+m])
+		}
+	}
+}
+
+func (c *Cache) blockOff(layer int, block int32) int {
+	if uint(layer) >= uint(c.cfg.Layers) || uint(block) >= uint(c.cfg.Blocks) {
+		panic(fmt.Sprintf("kvcache: layer %d block %d out of range (%d layers, %d blocks)",
+			layer, block, c.cfg.Layers, c.cfg.Blocks))
+	}
+	return layer*c.layerStride + int(block)*c.blockStride
+}
+
+// KF16 is block's K rows in layer: BlockSize rows of KVDim values, row i being
+// position block_index*BlockSize+i of whichever sequences hold the block.
+// Panics on an F32 cache.
+func (c *Cache) KF16(layer int, block int32) []uint16 {
+	o := c.blockOff(layer, block)
+	return c.kf16[o : o+c.blockStride : o+c.blockStride]
+}
+
+// VF16 is block's V rows in layer, laid out as in KF16.
+func (c *Cache) VF16(layer int, block int32) []uint16 {
+	o := c.blockOff(layer, block)
+	return c.vf16[o : o+c.blockStride : o+c.blockStride]
+}
+
+// KF32 is block's K rows in layer on an F32 cache, laid out as in KF16.
+func (c *Cache) KF32(layer int, block int32) []float32 {
+	o := c.blockOff(layer, block)
+	return c.kf32[o : o+c.blockStride : o+c.blockStride]
+}
+
+// VF32 is block's V rows in layer on an F32 cache, laid out as in KF16.
+func (c *Cache) VF32(layer int, block int32) []float32 {
+	o := c.blockOff(layer, block)
+	return c.vf32[o : o+c.blockStride : o+c.blockStride]
+}
+
+// rowOff locates position pos of seq in layer for writing. It panics if pos is
+// beyond the reserved room or its block is shared: both mean a missing Reserve,
+// and writing anyway would corrupt another sequence.
+func (c *Cache) rowOff(layer int, seq SeqID, pos int) int {
+	s := c.seqs[seq]
+	if s == nil || pos < 0 || pos >= len(s.blocks)*c.cfg.BlockSize {
+		panic(fmt.Sprintf("kvcache: write to sequence %d position %d outside its reserved room", seq, pos))
+	}
+	b := s.blocks[pos/c.cfg.BlockSize]
+	if c.refs[b] > 1 {
+		panic(fmt.Sprintf("kvcache: write to sequence %d position %d in shared block %d (Reserve first)", seq, pos, b))
+	}
+	return c.blockOff(layer, b) + pos%c.cfg.BlockSize*c.rowStride
+}
+
+// RowF16 returns the K and V rows (KVDim values each) of position pos of seq
+// in layer, for the model to write after Reserve. Panics on an F32 cache.
+func (c *Cache) RowF16(layer int, seq SeqID, pos int) (k, v []uint16) {
+	o := c.rowOff(layer, seq, pos)
+	e := o + c.rowStride
+	return c.kf16[o:e:e], c.vf16[o:e:e]
+}
+
+// RowF32 is RowF16 for an F32 cache.
+func (c *Cache) RowF32(layer int, seq SeqID, pos int) (k, v []float32) {
+	o := c.rowOff(layer, seq, pos)
+	e := o + c.rowStride
+	return c.kf32[o:e:e], c.vf32[o:e:e]
+}
+
+// Stats is a snapshot of the pool for metrics and admission control.
+type Stats struct {
+	BlocksTotal int
+	BlocksUsed  int
+	BlocksFree  int
+	// BlocksShared counts blocks held by more than one sequence.
+	BlocksShared int
+	Sequences    int
+	// Positions sums Len over sequences (shared positions count once per sequence).
+	Positions  int
+	Bytes      int64 // whole pool
+	BytesUsed  int64 // blocks in use
+	BlockBytes int64
+}
+
+// Stats reports the pool's occupancy. It walks the reference counts, so it
+// costs O(Blocks); call it for metrics, not per token.
+func (c *Cache) Stats() Stats {
+	st := Stats{
+		BlocksTotal: c.cfg.Blocks,
+		BlocksFree:  len(c.free),
+		BlocksUsed:  c.cfg.Blocks - len(c.free),
+		Sequences:   len(c.seqs),
+		Bytes:       c.Bytes(),
+		BlockBytes:  c.BlockBytes(),
+	}
+	st.BytesUsed = int64(st.BlocksUsed) * st.BlockBytes
+	for _, r := range c.refs {
+		if r > 1 {
+			st.BlocksShared++
+		}
+	}
+	for _, s := range c.seqs {
+		st.Positions += s.n
+	}
+	return st
+}
