@@ -170,7 +170,11 @@ func (d *decoder) count(minSize int, what func() string) (int, error) {
 		minSize = 1
 	}
 	if n > uint64(d.left()/minSize) {
-		return 0, d.errorf("%s is %d at byte %d, but only %d bytes are left (each needs at least %d)", what(), n, at, d.left(), minSize)
+		if minSize == 1 {
+			return 0, d.errorf("%s is %d at byte %d, but only %d bytes are left: truncated or corrupt", what(), n, at, d.left())
+		}
+		return 0, d.errorf("%s is %d at byte %d, but only %d bytes are left (each needs at least %d): truncated or corrupt",
+			what(), n, at, d.left(), minSize)
 	}
 	return int(n), nil
 }
