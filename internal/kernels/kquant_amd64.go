@@ -1,0 +1,51 @@
+package kernels
+
+import (
+	"golang.org/x/sys/cpu"
+
+	"braid/internal/quant"
+)
+
+// Assembly kernels in kquant_amd64.s. Each takes nb >= 1 whole super-blocks
+// of weights at w and Q8_K activations at x; the Go wrappers check lengths.
+
+//go:noescape
+func kqQ4KAVX512VNNI(w, x *byte, nb int) float32
+
+//go:noescape
+func kqQ4KAVX2(w, x *byte, nb int) float32
+
+//go:noescape
+func kqQ6KAVX512VNNI(w, x *byte, nb int) float32
+
+//go:noescape
+func kqQ6KAVX2(w, x *byte, nb int) float32
+
+//go:noescape
+func kqQ5KAVX512VNNI(w, x *byte, nb int) float32
+
+func init() {
+	// VPERMW and the byte/word ops need BW; VL for the 256-bit EVEX forms;
+	// VNNI for VPDPWSSD. FMA and F16C come with every AVX-512 CPU.
+	avx512 := cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL &&
+		cpu.X86.HasAVX512VNNI && cpu.X86.HasFMA && cpu.X86.HasF16C
+	avx2 := cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
+
+	registerFast(quant.Q4_K, avx512, &dotImpl{name: "avx512vnni", act: quant.Q8_K, dot: kqWrap(kqQ4KAVX512VNNI, kqQ4KSize)})
+	registerFast(quant.Q4_K, avx2, &dotImpl{name: "avx2", act: quant.Q8_K, dot: kqWrap(kqQ4KAVX2, kqQ4KSize)})
+	registerFast(quant.Q5_K, avx512, &dotImpl{name: "avx512vnni", act: quant.Q8_K, dot: kqWrap(kqQ5KAVX512VNNI, kqQ5KSize)})
+	registerFast(quant.Q6_K, avx512, &dotImpl{name: "avx512vnni", act: quant.Q8_K, dot: kqWrap(kqQ6KAVX512VNNI, kqQ6KSize)})
+	registerFast(quant.Q6_K, avx2, &dotImpl{name: "avx2", act: quant.Q8_K, dot: kqWrap(kqQ6KAVX2, kqQ6KSize)})
+}
+
+// kqWrap adapts an assembly kernel to the dotImpl signature, checking the
+// operand lengths in Go so the assembly never reads past a slice.
+func kqWrap(k func(w, x *byte, nb int) float32, wsize int) func(n int, w, x []byte) float32 {
+	return func(n int, w, x []byte) float32 {
+		nb := kqBlocks(n, w, x, wsize)
+		if nb == 0 {
+			return 0
+		}
+		return k(&w[0], &x[0], nb)
+	}
+}

@@ -1,0 +1,533 @@
+#include "textflag.h"
+
+// K-quant x Q8_K dot products for amd64. The integer work per super-block is
+// exact: VPMADDUBSW multiplies unsigned weight codes (at most 63) by signed
+// activations (any int8, -128 included) into int16 pairs that cannot
+// saturate (63*128*2 < 32768), and VPMADDWD/VPDPWSSD apply the sub-block
+// scales in int32. Only the per-block combination with d (and dmin) is in
+// float32, spread over vector lanes, so results differ from the reference
+// in the last bits only.
+
+DATA kqQ4KPerm<>+0(SB)/8, $0x0000000000000000
+DATA kqQ4KPerm<>+8(SB)/8, $0x0000000000000000
+DATA kqQ4KPerm<>+16(SB)/8, $0x0000000000000000
+DATA kqQ4KPerm<>+24(SB)/8, $0x0000000000000000
+DATA kqQ4KPerm<>+32(SB)/8, $0x0002000200020002
+DATA kqQ4KPerm<>+40(SB)/8, $0x0002000200020002
+DATA kqQ4KPerm<>+48(SB)/8, $0x0002000200020002
+DATA kqQ4KPerm<>+56(SB)/8, $0x0002000200020002
+DATA kqQ4KPerm<>+64(SB)/8, $0x0001000100010001
+DATA kqQ4KPerm<>+72(SB)/8, $0x0001000100010001
+DATA kqQ4KPerm<>+80(SB)/8, $0x0001000100010001
+DATA kqQ4KPerm<>+88(SB)/8, $0x0001000100010001
+DATA kqQ4KPerm<>+96(SB)/8, $0x0003000300030003
+DATA kqQ4KPerm<>+104(SB)/8, $0x0003000300030003
+DATA kqQ4KPerm<>+112(SB)/8, $0x0003000300030003
+DATA kqQ4KPerm<>+120(SB)/8, $0x0003000300030003
+DATA kqQ4KPerm<>+128(SB)/8, $0x0004000400040004
+DATA kqQ4KPerm<>+136(SB)/8, $0x0004000400040004
+DATA kqQ4KPerm<>+144(SB)/8, $0x0004000400040004
+DATA kqQ4KPerm<>+152(SB)/8, $0x0004000400040004
+DATA kqQ4KPerm<>+160(SB)/8, $0x0006000600060006
+DATA kqQ4KPerm<>+168(SB)/8, $0x0006000600060006
+DATA kqQ4KPerm<>+176(SB)/8, $0x0006000600060006
+DATA kqQ4KPerm<>+184(SB)/8, $0x0006000600060006
+DATA kqQ4KPerm<>+192(SB)/8, $0x0005000500050005
+DATA kqQ4KPerm<>+200(SB)/8, $0x0005000500050005
+DATA kqQ4KPerm<>+208(SB)/8, $0x0005000500050005
+DATA kqQ4KPerm<>+216(SB)/8, $0x0005000500050005
+DATA kqQ4KPerm<>+224(SB)/8, $0x0007000700070007
+DATA kqQ4KPerm<>+232(SB)/8, $0x0007000700070007
+DATA kqQ4KPerm<>+240(SB)/8, $0x0007000700070007
+DATA kqQ4KPerm<>+248(SB)/8, $0x0007000700070007
+GLOBL kqQ4KPerm<>(SB), RODATA|NOPTR, $256
+DATA kqMinDup<>+0(SB)/8, $0x0009000900080008
+DATA kqMinDup<>+8(SB)/8, $0x000b000b000a000a
+DATA kqMinDup<>+16(SB)/8, $0x000d000d000c000c
+DATA kqMinDup<>+24(SB)/8, $0x000f000f000e000e
+GLOBL kqMinDup<>(SB), RODATA|NOPTR, $32
+DATA kqQ6KPerm<>+0(SB)/8, $0x0000000000000000
+DATA kqQ6KPerm<>+8(SB)/8, $0x0000000000000000
+DATA kqQ6KPerm<>+16(SB)/8, $0x0001000100010001
+DATA kqQ6KPerm<>+24(SB)/8, $0x0001000100010001
+DATA kqQ6KPerm<>+32(SB)/8, $0x0002000200020002
+DATA kqQ6KPerm<>+40(SB)/8, $0x0002000200020002
+DATA kqQ6KPerm<>+48(SB)/8, $0x0003000300030003
+DATA kqQ6KPerm<>+56(SB)/8, $0x0003000300030003
+DATA kqQ6KPerm<>+64(SB)/8, $0x0004000400040004
+DATA kqQ6KPerm<>+72(SB)/8, $0x0004000400040004
+DATA kqQ6KPerm<>+80(SB)/8, $0x0005000500050005
+DATA kqQ6KPerm<>+88(SB)/8, $0x0005000500050005
+DATA kqQ6KPerm<>+96(SB)/8, $0x0006000600060006
+DATA kqQ6KPerm<>+104(SB)/8, $0x0006000600060006
+DATA kqQ6KPerm<>+112(SB)/8, $0x0007000700070007
+DATA kqQ6KPerm<>+120(SB)/8, $0x0007000700070007
+DATA kqQ6KPerm<>+128(SB)/8, $0x0008000800080008
+DATA kqQ6KPerm<>+136(SB)/8, $0x0008000800080008
+DATA kqQ6KPerm<>+144(SB)/8, $0x0009000900090009
+DATA kqQ6KPerm<>+152(SB)/8, $0x0009000900090009
+DATA kqQ6KPerm<>+160(SB)/8, $0x000a000a000a000a
+DATA kqQ6KPerm<>+168(SB)/8, $0x000a000a000a000a
+DATA kqQ6KPerm<>+176(SB)/8, $0x000b000b000b000b
+DATA kqQ6KPerm<>+184(SB)/8, $0x000b000b000b000b
+DATA kqQ6KPerm<>+192(SB)/8, $0x000c000c000c000c
+DATA kqQ6KPerm<>+200(SB)/8, $0x000c000c000c000c
+DATA kqQ6KPerm<>+208(SB)/8, $0x000d000d000d000d
+DATA kqQ6KPerm<>+216(SB)/8, $0x000d000d000d000d
+DATA kqQ6KPerm<>+224(SB)/8, $0x000e000e000e000e
+DATA kqQ6KPerm<>+232(SB)/8, $0x000e000e000e000e
+DATA kqQ6KPerm<>+240(SB)/8, $0x000f000f000f000f
+DATA kqQ6KPerm<>+248(SB)/8, $0x000f000f000f000f
+GLOBL kqQ6KPerm<>(SB), RODATA|NOPTR, $256
+DATA kqShufW<>+0(SB)/8, $0x0100010001000100
+DATA kqShufW<>+8(SB)/8, $0x0100010001000100
+DATA kqShufW<>+16(SB)/8, $0x0100010001000100
+DATA kqShufW<>+24(SB)/8, $0x0100010001000100
+DATA kqShufW<>+32(SB)/8, $0x0302030203020302
+DATA kqShufW<>+40(SB)/8, $0x0302030203020302
+DATA kqShufW<>+48(SB)/8, $0x0302030203020302
+DATA kqShufW<>+56(SB)/8, $0x0302030203020302
+DATA kqShufW<>+64(SB)/8, $0x0504050405040504
+DATA kqShufW<>+72(SB)/8, $0x0504050405040504
+DATA kqShufW<>+80(SB)/8, $0x0504050405040504
+DATA kqShufW<>+88(SB)/8, $0x0504050405040504
+DATA kqShufW<>+96(SB)/8, $0x0706070607060706
+DATA kqShufW<>+104(SB)/8, $0x0706070607060706
+DATA kqShufW<>+112(SB)/8, $0x0706070607060706
+DATA kqShufW<>+120(SB)/8, $0x0706070607060706
+DATA kqShufW<>+128(SB)/8, $0x0908090809080908
+DATA kqShufW<>+136(SB)/8, $0x0908090809080908
+DATA kqShufW<>+144(SB)/8, $0x0908090809080908
+DATA kqShufW<>+152(SB)/8, $0x0908090809080908
+DATA kqShufW<>+160(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA kqShufW<>+168(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA kqShufW<>+176(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA kqShufW<>+184(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA kqShufW<>+192(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA kqShufW<>+200(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA kqShufW<>+208(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA kqShufW<>+216(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA kqShufW<>+224(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA kqShufW<>+232(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA kqShufW<>+240(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA kqShufW<>+248(SB)/8, $0x0f0e0f0e0f0e0f0e
+GLOBL kqShufW<>(SB), RODATA|NOPTR, $256
+DATA kqMinShuf<>+0(SB)/8, $0x0302030201000100
+DATA kqMinShuf<>+8(SB)/8, $0x0706070605040504
+DATA kqMinShuf<>+16(SB)/8, $0x0b0a0b0a09080908
+DATA kqMinShuf<>+24(SB)/8, $0x0f0e0f0e0d0c0d0c
+GLOBL kqMinShuf<>(SB), RODATA|NOPTR, $32
+DATA kqQ6KShuf<>+0(SB)/8, $0x0000000000000000
+DATA kqQ6KShuf<>+8(SB)/8, $0x0101010101010101
+DATA kqQ6KShuf<>+16(SB)/8, $0x0202020202020202
+DATA kqQ6KShuf<>+24(SB)/8, $0x0303030303030303
+DATA kqQ6KShuf<>+32(SB)/8, $0x0404040404040404
+DATA kqQ6KShuf<>+40(SB)/8, $0x0505050505050505
+DATA kqQ6KShuf<>+48(SB)/8, $0x0606060606060606
+DATA kqQ6KShuf<>+56(SB)/8, $0x0707070707070707
+DATA kqQ6KShuf<>+64(SB)/8, $0x0808080808080808
+DATA kqQ6KShuf<>+72(SB)/8, $0x0909090909090909
+DATA kqQ6KShuf<>+80(SB)/8, $0x0a0a0a0a0a0a0a0a
+DATA kqQ6KShuf<>+88(SB)/8, $0x0b0b0b0b0b0b0b0b
+DATA kqQ6KShuf<>+96(SB)/8, $0x0c0c0c0c0c0c0c0c
+DATA kqQ6KShuf<>+104(SB)/8, $0x0d0d0d0d0d0d0d0d
+DATA kqQ6KShuf<>+112(SB)/8, $0x0e0e0e0e0e0e0e0e
+DATA kqQ6KShuf<>+120(SB)/8, $0x0f0f0f0f0f0f0f0f
+GLOBL kqQ6KShuf<>(SB), RODATA|NOPTR, $128
+DATA kqNib<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA kqNib<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA kqNib<>+16(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA kqNib<>+24(SB)/8, $0x0f0f0f0f0f0f0f0f
+GLOBL kqNib<>(SB), RODATA|NOPTR, $32
+DATA kqB30<>+0(SB)/8, $0x3030303030303030
+DATA kqB30<>+8(SB)/8, $0x3030303030303030
+DATA kqB30<>+16(SB)/8, $0x3030303030303030
+DATA kqB30<>+24(SB)/8, $0x3030303030303030
+GLOBL kqB30<>(SB), RODATA|NOPTR, $32
+
+// Q4_K/Q5_K scales: the 12 packed bytes at off(SI) become 8 scale bytes and
+// 8 min bytes in X0 (scales in bytes 0-7, mins in 8-15). 64-bit scalar
+// arithmetic handles two 32-bit halves at once: low6 = [sc0-3, m0-3],
+// hi = [sc4-7, m4-7]. Needs R11 = 0x3f.., R12 = 0x03.., R13 = 0x0f...
+#define KQ_SCALES_K4(off) \
+	MOVQ (off)(SI), R8 \
+	MOVL (off+8)(SI), R9 \
+	MOVQ R8, R10 \
+	ANDQ R11, R10 \
+	SHRQ $6, R8 \
+	ANDQ R12, R8 \
+	SHLQ $4, R8 \
+	MOVQ R9, DX \
+	SHRQ $4, DX \
+	SHLQ $32, DX \
+	ORQ DX, R9 \
+	ANDQ R13, R9 \
+	ORQ R8, R9 \
+	VMOVQ R10, X0 \
+	VMOVQ R9, X1 \
+	VPUNPCKLDQ X1, X0, X0
+
+#define KQ_MASKS \
+	MOVQ $0x3f3f3f3f3f3f3f3f, R11 \
+	MOVQ $0x0303030303030303, R12 \
+	MOVQ $0x0f0f0f0f0f0f0f0f, R13
+
+// Horizontal sum of the float lanes of Z29 and Y30 into X0.
+#define KQ_REDUCE512 \
+	VEXTRACTF64X4 $1, Z29, Y0 \
+	VADDPS Y0, Y29, Y0 \
+	VADDPS Y30, Y0, Y0 \
+	VEXTRACTF128 $1, Y0, X1 \
+	VADDPS X1, X0, X0 \
+	VPERMILPS $0x0e, X0, X1 \
+	VADDPS X1, X0, X0 \
+	VMOVSHDUP X0, X1 \
+	VADDSS X1, X0, X0 \
+	VZEROUPPER
+
+// d*yd broadcast into Z8 and dmin*yd into Y9, for blocks that start with
+// f16 d, f16 dmin.
+#define KQ_DMIN512 \
+	VCVTPH2PS (SI), X6 \
+	VBROADCASTSS (DI), X7 \
+	VMULPS X7, X6, X6 \
+	VBROADCASTSS X6, Z8 \
+	VMOVSHDUP X6, X9 \
+	VBROADCASTSS X9, Y9
+
+// One 64-byte group of 4-bit codes (low nibbles in Z0, high in Z1) against
+// activations at x offsets lo0/lo1 (low) and hi0/hi1 (high); sub-block
+// scales from Z4 through the VPERMW indices plo/phi, summed into Z12.
+#define KQ_K4_MUL(lo0, lo1, hi0, hi1, plo, phi) \
+	VMOVDQU lo0(DI), Y2 \
+	VINSERTI64X4 $1, lo1(DI), Z2, Z2 \
+	VMOVDQU hi0(DI), Y3 \
+	VINSERTI64X4 $1, hi1(DI), Z3, Z3 \
+	VPMADDUBSW Z2, Z0, Z0 \
+	VPMADDUBSW Z3, Z1, Z1 \
+	VPERMW Z4, plo, Z10 \
+	VPERMW Z4, phi, Z11 \
+	VPDPWSSD Z10, Z0, Z12 \
+	VPDPWSSD Z11, Z1, Z12
+
+// func kqQ4KAVX512VNNI(w, x *byte, nb int) float32
+TEXT ·kqQ4KAVX512VNNI(SB), NOSPLIT, $0-28
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ nb+16(FP), CX
+	KQ_MASKS
+	MOVL $0x0f, AX
+	VPBROADCASTB AX, Z31
+	VMOVDQU64 kqQ4KPerm<>+0(SB), Z24
+	VMOVDQU64 kqQ4KPerm<>+64(SB), Z25
+	VMOVDQU64 kqQ4KPerm<>+128(SB), Z26
+	VMOVDQU64 kqQ4KPerm<>+192(SB), Z27
+	VMOVDQU64 kqMinDup<>(SB), Y28
+	VPXORD Z29, Z29, Z29
+	VPXORD Z30, Z30, Z30
+
+q4k512loop:
+	KQ_SCALES_K4(4)
+	VPMOVZXBW X0, Y4
+
+	// mins . (bsums pairs), scaled by dmin*yd and subtracted
+	VPERMW Y4, Y28, Y5
+	VPMADDWD 260(DI), Y5, Y5
+	VCVTDQ2PS Y5, Y5
+	KQ_DMIN512
+	VFNMADD231PS Y9, Y5, Y30
+
+	VPXORD Z12, Z12, Z12
+	VMOVDQU64 16(SI), Z0
+	VPSRLW $4, Z0, Z1
+	VPANDQ Z31, Z0, Z0
+	VPANDQ Z31, Z1, Z1
+	KQ_K4_MUL(4, 68, 36, 100, Z24, Z25)
+	VMOVDQU64 80(SI), Z0
+	VPSRLW $4, Z0, Z1
+	VPANDQ Z31, Z0, Z0
+	VPANDQ Z31, Z1, Z1
+	KQ_K4_MUL(132, 196, 164, 228, Z26, Z27)
+
+	VCVTDQ2PS Z12, Z12
+	VFMADD231PS Z8, Z12, Z29
+
+	ADDQ $144, SI
+	ADDQ $292, DI
+	DECQ CX
+	JNZ  q4k512loop
+
+	KQ_REDUCE512
+	MOVSS X0, ret+24(FP)
+	RET
+
+// func kqQ5KAVX512VNNI(w, x *byte, nb int) float32
+TEXT ·kqQ5KAVX512VNNI(SB), NOSPLIT, $0-28
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ nb+16(FP), CX
+	KQ_MASKS
+	MOVL $0x0f, AX
+	VPBROADCASTB AX, Z31
+	MOVL $0x10, AX
+	VPBROADCASTB AX, Z23
+	VMOVDQU64 kqQ4KPerm<>+0(SB), Z24
+	VMOVDQU64 kqQ4KPerm<>+64(SB), Z25
+	VMOVDQU64 kqQ4KPerm<>+128(SB), Z26
+	VMOVDQU64 kqQ4KPerm<>+192(SB), Z27
+	VMOVDQU64 kqMinDup<>(SB), Y28
+	VPXORD Z29, Z29, Z29
+	VPXORD Z30, Z30, Z30
+
+q5k512loop:
+	KQ_SCALES_K4(4)
+	VPMOVZXBW X0, Y4
+
+	VPERMW Y4, Y28, Y5
+	VPMADDWD 260(DI), Y5, Y5
+	VCVTDQ2PS Y5, Y5
+	KQ_DMIN512
+	VFNMADD231PS Y9, Y5, Y30
+
+	// Z13 = [qh, qh>>2]: bit 4k (+1) of each byte is the fifth bit of
+	// sub-block 4k (+1) in the low half and 4k+2 (+3) in the high half.
+	VMOVDQU 16(SI), Y13
+	VPSRLW $2, Y13, Y2
+	VINSERTI64X4 $1, Y2, Z13, Z13
+
+	VPXORD Z12, Z12, Z12
+	VMOVDQU64 48(SI), Z0
+	VPSRLW $4, Z0, Z1
+	VPANDQ Z31, Z0, Z0
+	VPANDQ Z31, Z1, Z1
+	VPSLLW $4, Z13, Z2
+	VPTERNLOGD $0xf8, Z23, Z2, Z0
+	VPSLLW $3, Z13, Z2
+	VPTERNLOGD $0xf8, Z23, Z2, Z1
+	KQ_K4_MUL(4, 68, 36, 100, Z24, Z25)
+	VMOVDQU64 112(SI), Z0
+	VPSRLW $4, Z0, Z1
+	VPANDQ Z31, Z0, Z0
+	VPANDQ Z31, Z1, Z1
+	VPTERNLOGD $0xf8, Z23, Z13, Z0
+	VPSRLW $1, Z13, Z2
+	VPTERNLOGD $0xf8, Z23, Z2, Z1
+	KQ_K4_MUL(132, 196, 164, 228, Z26, Z27)
+
+	VCVTDQ2PS Z12, Z12
+	VFMADD231PS Z8, Z12, Z29
+
+	ADDQ $176, SI
+	ADDQ $292, DI
+	DECQ CX
+	JNZ  q5k512loop
+
+	KQ_REDUCE512
+	MOVSS X0, ret+24(FP)
+	RET
+
+// One 128-value half of a Q6_K block: ql at qlo(SI), qh at qho(SI),
+// activations at xo(DI) (low nibbles: 64 contiguous values) and xo+64;
+// scales from Z4 through VPERMW indices plo/phi, summed into Z12.
+#define KQ_Q6_HALF512(qlo, qho, xlo, xhi, plo, phi) \
+	VMOVDQU64 qlo(SI), Z0 \
+	VMOVDQU qho(SI), Y1 \
+	VPSRLW $2, Y1, Y2 \
+	VINSERTI64X4 $1, Y2, Z1, Z1 \
+	VPSLLW $4, Z1, Z2 \
+	VPANDQ Z31, Z0, Z3 \
+	VPTERNLOGD $0xf8, Z30, Z2, Z3 \
+	VPSRLW $4, Z0, Z0 \
+	VPANDQ Z31, Z0, Z0 \
+	VPTERNLOGD $0xf8, Z30, Z1, Z0 \
+	VPMADDUBSW xlo(DI), Z3, Z3 \
+	VPMADDUBSW xhi(DI), Z0, Z0 \
+	VPERMW Z4, plo, Z6 \
+	VPERMW Z4, phi, Z7 \
+	VPDPWSSD Z6, Z3, Z12 \
+	VPDPWSSD Z7, Z0, Z12
+
+// func kqQ6KAVX512VNNI(w, x *byte, nb int) float32
+//
+// The 6-bit codes are used unsigned (0..63); the -32 offset is applied once
+// per block as 32 * sum(scale_g * bsum_g) from the activations' bsums.
+TEXT ·kqQ6KAVX512VNNI(SB), NOSPLIT, $0-28
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ nb+16(FP), CX
+	MOVL $0x0f, AX
+	VPBROADCASTB AX, Z31
+	MOVL $0x30, AX
+	VPBROADCASTB AX, Z30
+	VMOVDQU64 kqQ6KPerm<>+0(SB), Z24
+	VMOVDQU64 kqQ6KPerm<>+64(SB), Z25
+	VMOVDQU64 kqQ6KPerm<>+128(SB), Z26
+	VMOVDQU64 kqQ6KPerm<>+192(SB), Z27
+	VPXORD Z29, Z29, Z29
+
+q6k512loop:
+	VPMOVSXBW 192(SI), Y4
+	VPMADDWD 260(DI), Y4, Y5
+	VPSLLD $5, Y5, Y5
+
+	VPXORD Z12, Z12, Z12
+	KQ_Q6_HALF512(0, 128, 4, 68, Z24, Z25)
+	KQ_Q6_HALF512(64, 160, 132, 196, Z26, Z27)
+	VPSUBD Z5, Z12, Z12
+	VCVTDQ2PS Z12, Z12
+
+	VPBROADCASTW 208(SI), Y8
+	VCVTPH2PS Y8, Z8
+	VMULPS.BCST (DI), Z8, Z8
+	VFMADD231PS Z8, Z12, Z29
+
+	ADDQ $210, SI
+	ADDQ $292, DI
+	DECQ CX
+	JNZ  q6k512loop
+
+	VPXORD Z30, Z30, Z30
+	KQ_REDUCE512
+	MOVSS X0, ret+24(FP)
+	RET
+
+// Horizontal sum of Y12 + Y11 into X0.
+#define KQ_REDUCE256 \
+	VADDPS Y11, Y12, Y0 \
+	VEXTRACTF128 $1, Y0, X1 \
+	VADDPS X1, X0, X0 \
+	VPERMILPS $0x0e, X0, X1 \
+	VADDPS X1, X0, X0 \
+	VMOVSHDUP X0, X1 \
+	VADDSS X1, X0, X0 \
+	VZEROUPPER
+
+// One 32-byte group of Q4_K codes at qo(SI) (sub-blocks 2k, 2k+1) against
+// activations at xo(DI) and xo+32, scale words from Y6 by the shuffles at
+// so and so+32, summed into Y10.
+#define KQ_Q4_STEP256(qo, xo, xo2, so, so2) \
+	VMOVDQU qo(SI), Y0 \
+	VPSRLW $4, Y0, Y1 \
+	VPAND Y14, Y0, Y0 \
+	VPAND Y14, Y1, Y1 \
+	VPMADDUBSW xo(DI), Y0, Y0 \
+	VPMADDUBSW xo2(DI), Y1, Y1 \
+	VPSHUFB kqShufW<>+so(SB), Y6, Y2 \
+	VPSHUFB kqShufW<>+so2(SB), Y6, Y3 \
+	VPMADDWD Y2, Y0, Y0 \
+	VPMADDWD Y3, Y1, Y1 \
+	VPADDD Y0, Y10, Y10 \
+	VPADDD Y1, Y10, Y10
+
+// func kqQ4KAVX2(w, x *byte, nb int) float32
+TEXT ·kqQ4KAVX2(SB), NOSPLIT, $0-28
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ nb+16(FP), CX
+	KQ_MASKS
+	VMOVDQU kqNib<>(SB), Y14
+	VMOVDQU kqMinShuf<>(SB), Y13
+	VXORPS Y12, Y12, Y12
+	VXORPS Y11, Y11, Y11
+
+q4k256loop:
+	KQ_SCALES_K4(4)
+	VPMOVZXBW X0, Y4
+
+	VPERMQ $0xee, Y4, Y5
+	VPSHUFB Y13, Y5, Y5
+	VPMADDWD 260(DI), Y5, Y5
+	VCVTDQ2PS Y5, Y5
+	VCVTPH2PS (SI), X6
+	VBROADCASTSS (DI), X7
+	VMULPS X7, X6, X6
+	VBROADCASTSS X6, Y8
+	VMOVSHDUP X6, X9
+	VBROADCASTSS X9, Y9
+	VFNMADD231PS Y9, Y5, Y11
+
+	VPERMQ $0x44, Y4, Y6
+	VPXOR Y10, Y10, Y10
+	KQ_Q4_STEP256(16, 4, 36, 0, 32)
+	KQ_Q4_STEP256(48, 68, 100, 64, 96)
+	KQ_Q4_STEP256(80, 132, 164, 128, 160)
+	KQ_Q4_STEP256(112, 196, 228, 192, 224)
+	VCVTDQ2PS Y10, Y10
+	VFMADD231PS Y8, Y10, Y12
+
+	ADDQ $144, SI
+	ADDQ $292, DI
+	DECQ CX
+	JNZ  q4k256loop
+
+	KQ_REDUCE256
+	MOVSS X0, ret+24(FP)
+	RET
+
+// A 32-value chunk of Q6_K: codes in Y3 (already 6-bit) against
+// activations at xo(DI), scale words for its two 16-groups from the byte
+// shuffle at so, summed into Y10.
+#define KQ_Q6_MUL256(xo, so) \
+	VPMADDUBSW xo(DI), Y3, Y3 \
+	VPSHUFB kqQ6KShuf<>+so(SB), X4, X6 \
+	VPMOVSXBW X6, Y6 \
+	VPMADDWD Y6, Y3, Y3 \
+	VPADDD Y3, Y10, Y10
+
+// ql 32 bytes at qlo(SI), qh (pre-shifted) in Y1: low nibbles with qh bits
+// 0-1 go to xlo, high nibbles with qh bits 4-5 to xhi.
+#define KQ_Q6_STEP256(qlo, xlo, slo, xhi, shi) \
+	VMOVDQU qlo(SI), Y0 \
+	VPSLLW $4, Y1, Y2 \
+	VPAND Y13, Y2, Y2 \
+	VPAND Y14, Y0, Y3 \
+	VPOR Y2, Y3, Y3 \
+	KQ_Q6_MUL256(xlo, slo) \
+	VPSRLW $4, Y0, Y0 \
+	VPAND Y14, Y0, Y0 \
+	VPAND Y13, Y1, Y2 \
+	VPOR Y2, Y0, Y3 \
+	KQ_Q6_MUL256(xhi, shi)
+
+// func kqQ6KAVX2(w, x *byte, nb int) float32
+TEXT ·kqQ6KAVX2(SB), NOSPLIT, $0-28
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ nb+16(FP), CX
+	VMOVDQU kqNib<>(SB), Y14
+	VMOVDQU kqB30<>(SB), Y13
+	VXORPS Y12, Y12, Y12
+	VXORPS Y11, Y11, Y11
+
+q6k256loop:
+	VMOVDQU 192(SI), X4
+	VPMOVSXBW X4, Y5
+	VPMADDWD 260(DI), Y5, Y5
+	VPSLLD $5, Y5, Y5
+	VPXOR Y10, Y10, Y10
+
+	VMOVDQU 128(SI), Y1
+	KQ_Q6_STEP256(0, 4, 0, 68, 32)
+	VPSRLW $2, Y1, Y1
+	KQ_Q6_STEP256(32, 36, 16, 100, 48)
+	VMOVDQU 160(SI), Y1
+	KQ_Q6_STEP256(64, 132, 64, 196, 96)
+	VPSRLW $2, Y1, Y1
+	KQ_Q6_STEP256(96, 164, 80, 228, 112)
+
+	VPSUBD Y5, Y10, Y10
+	VCVTDQ2PS Y10, Y10
+	VPBROADCASTW 208(SI), X8
+	VCVTPH2PS X8, Y8
+	VBROADCASTSS (DI), Y9
+	VMULPS Y9, Y8, Y8
+	VFMADD231PS Y8, Y10, Y12
+
+	ADDQ $210, SI
+	ADDQ $292, DI
+	DECQ CX
+	JNZ  q6k256loop
+
+	KQ_REDUCE256
+	MOVSS X0, ret+24(FP)
+	RET
