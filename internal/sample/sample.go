@@ -346,8 +346,7 @@ func (s *Sampler) SampleCandidates(ids []int32, logits []float32) int32 {
 // filter runs top_p, min_p and temperature over c (non-empty).
 func (s *Sampler) filter(c []cand, sorted bool) []cand {
 	if p := s.p.TopP; p < 1 && len(c) > 1 {
-		c = topP(c, sorted, float64(p))
-		sorted = true
+		c, sorted = topP(c, sorted, float64(p))
 	}
 	if p := s.p.MinP; p > 0 && len(c) > 1 {
 		c = minP(c, sorted, p)
@@ -557,40 +556,95 @@ func selectTop(c []cand, k int) {
 }
 
 // topP keeps the shortest best-first prefix whose probability (softmax of c at
-// temperature 1) reaches p, including the token that crosses p. Unsorted input
-// is sorted only as far as needed, in growing chunks, since the nucleus of a
-// 150k vocabulary is usually tiny. The result is sorted.
-func topP(c []cand, sorted bool, p float64) []cand {
+// temperature 1) reaches p, including the token that crosses p. It reports
+// whether the result is sorted.
+func topP(c []cand, sorted bool, p float64) ([]cand, bool) {
 	mx := maxLogit(c)
+	if math.IsInf(float64(mx), -1) {
+		return c[:1], sorted
+	}
+	if !sorted && len(c) > 1024 {
+		return topPBuckets(c, mx, p), false
+	}
 	var sum float64
 	for _, x := range c {
 		sum += math.Exp(float64(x.logit - mx))
 	}
-	if sum == 0 || math.IsInf(float64(mx), -1) {
-		return c[:1]
-	}
-	done := len(c) // prefix known to be sorted
-	chunk := 256
 	if !sorted {
-		done = 0
+		slices.SortFunc(c, cmpCand)
 	}
 	var cum float64
-	for i := 0; i < len(c); i++ {
-		if i == done {
-			next := min(len(c), done+chunk)
-			chunk *= 4
-			if next < len(c) {
-				selectTop(c[done:], next-done)
-			}
-			slices.SortFunc(c[done:next], cmpCand)
-			done = next
+	for i, x := range c {
+		cum += math.Exp(float64(x.logit-mx)) / sum
+		if cum >= p {
+			return c[:i+1], true
 		}
+	}
+	return c, true
+}
+
+const (
+	nBuckets    = 512
+	bucketScale = 16 // buckets per nat below the max: the last one catches d >= 32
+)
+
+func bucketOf(l, mx float32) int {
+	d := float64(mx-l) * bucketScale
+	if !(d < nBuckets-1) {
+		return nBuckets - 1
+	}
+	return int(d)
+}
+
+// topPBuckets is topP for a large unsorted list. Sorting a whole vocabulary
+// (or even growing sorted chunks: the nucleus of a flat distribution holds
+// thousands of tokens) costs milliseconds, yet the cut only depends on order
+// within the one logit bucket where the cumulative mass crosses p. So: one
+// pass for the mass per bucket, one to gather the buckets above the crossing
+// one (kept whole, unsorted) followed by the crossing bucket, and a sort of
+// that bucket alone. The kept set is the sorted walk's, up to float rounding
+// of the cumulative sum.
+func topPBuckets(c []cand, mx float32, p float64) []cand {
+	var mass [nBuckets]float64
+	var sum float64
+	for _, x := range c {
+		e := math.Exp(float64(x.logit - mx))
+		mass[bucketOf(x.logit, mx)] += e
+		sum += e
+	}
+	target := p * sum
+	var above float64 // mass of buckets before the crossing one
+	cross := nBuckets - 1
+	for b := range nBuckets {
+		if above+mass[b] >= target {
+			cross = b
+			break
+		}
+		above += mass[b]
+	}
+	front := 0
+	for i, x := range c {
+		if bucketOf(x.logit, mx) < cross {
+			c[i], c[front] = c[front], x
+			front++
+		}
+	}
+	end := front
+	for i := front; i < len(c); i++ {
+		if x := c[i]; bucketOf(x.logit, mx) == cross {
+			c[i], c[end] = c[end], x
+			end++
+		}
+	}
+	slices.SortFunc(c[front:end], cmpCand)
+	cum := above / sum
+	for i := front; i < end; i++ {
 		cum += math.Exp(float64(c[i].logit-mx)) / sum
 		if cum >= p {
 			return c[:i+1]
 		}
 	}
-	return c
+	return c[:end]
 }
 
 // minP keeps the candidates whose logit is at least max + ln(p), i.e. whose
