@@ -284,3 +284,13 @@ func TestRunawayMacroRecursionIsAnError(t *testing.T) {
 		t.Errorf("got %q", got)
 	}
 }
+
+// The engine panics on some inputs (strings.Repeat with a negative count in
+// indent); Render turns that into an error instead of crashing the server.
+func TestEnginePanicBecomesError(t *testing.T) {
+	_, err := mustParse(t, "{{ 'x' | indent(-1) }}").Render(nil)
+	var e *Error
+	if !errors.As(err, &e) || !strings.Contains(e.Message, "panic") {
+		t.Fatalf("want a recovered panic as *Error, got %v", err)
+	}
+}
