@@ -185,3 +185,28 @@ func refDotMXFP4(n int, w, x []byte) float32 {
 	}
 	return s
 }
+
+// readSumGeneric sums a slice with independent accumulators so the loop is
+// bound by loads, not by the adds' latency.
+func readSumGeneric(a []int64) int64 {
+	var s0, s1, s2, s3, s4, s5, s6, s7 int64
+	for len(a) >= 8 {
+		s0 += a[0]
+		s1 += a[1]
+		s2 += a[2]
+		s3 += a[3]
+		s4 += a[4]
+		s5 += a[5]
+		s6 += a[6]
+		s7 += a[7]
+		a = a[8:]
+	}
+	for _, v := range a {
+		s0 += v
+	}
+	return s0 + s1 + s2 + s3 + s4 + s5 + s6 + s7
+}
+
+// readSum is the memory-read loop of BenchmarkMemRead; assembly replaces it
+// where plain Go loads would not keep up with the memory system.
+var readSum = readSumGeneric

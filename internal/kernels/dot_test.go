@@ -291,7 +291,13 @@ func TestFastMatchesGeneric(t *testing.T) {
 	for _, typ := range myTypes {
 		g := generic[typ]
 		for _, f := range fast[typ] {
-			for _, n := range sizes {
+			t.Logf("%s: testing %s", typ, f.name)
+			sz := sizes
+			if typ.BlockSize() == 1 {
+				// float rows may have any length: exercise the tails
+				sz = append([]int{1, 7, 8, 15, 17, 33, 63, 65, 100}, sz...)
+			}
+			for _, n := range sz {
 				for trial := 0; trial < 4; trial++ {
 					w := randRow(rng, typ, n)
 					_, x := randAct(rng, g.act, n, 1)

@@ -93,7 +93,7 @@ func TestFor(t *testing.T) {
 
 // asmLanded turns on the expectations of TestSelection once the assembly
 // kernels are in.
-const asmLanded = false
+const asmLanded = true
 
 // TestSelection checks that this CPU gets the widest kernels it supports:
 // a silent fallback to slower code is the bug this catches.
