@@ -68,8 +68,8 @@ func q8Block(x []float32, qs []byte) (d float32, sum int32) {
 		id = 127 / amax
 	}
 	for j, v := range x[:32] {
-		q := roundEven(v * id)
-		q = max(-128, min(127, q)) // the pack instructions saturate
+		q := roundEven(float32(v * id)) // float32(): no fused multiply-add
+		q = max(-128, min(127, q))      // the pack instructions saturate
 		qs[j] = byte(int8(q))
 		sum += q
 	}
@@ -111,7 +111,7 @@ func quantQ8_K(src []float32, dst []byte) {
 		} else {
 			iscale := -127 / mx
 			for j, v := range x {
-				qs[j] = byte(int8(min(127, roundEven(iscale*v))))
+				qs[j] = byte(int8(min(127, roundEven(float32(iscale*v)))))
 			}
 			for g := 0; g < 16; g++ {
 				var s int16

@@ -75,17 +75,24 @@ func f32at(b []byte) float32 { return math.Float32frombits(binary.LittleEndian.U
 func putF32(b []byte, f float32) { binary.LittleEndian.PutUint32(b, math.Float32bits(f)) }
 
 // roundEven rounds to the nearest integer, ties to even: what both the SSE
-// round instruction in nearest mode and ggml's nearest_int (the 1.5*2^23
-// trick) compute for the magnitudes that occur in quantization.
-func roundEven(f float32) int32 { return int32(math.RoundToEven(float64(f))) }
+// round instruction in nearest mode and ggml's nearest_int compute. Adding
+// 1.5*2^23 leaves the rounded integer in the low mantissa bits (valid for
+// |f| < 2^22, far beyond any quant level); the float32 addition rounds to
+// nearest even by IEEE rules on every architecture.
+func roundEven(f float32) int32 {
+	return int32(math.Float32bits(f+12582912)) - 0x4B400000
+}
 
-// absMax returns the largest |x| of a block (0 for an all-zero block).
+// absMax returns the largest |x| of a block (0 for an all-zero block). For
+// non-negative floats the bit patterns order like the values, so clearing the
+// sign bit and comparing integers avoids float compares; NaNs, which ggml's
+// max ignores, are skipped.
 func absMax(x []float32) float32 {
-	var m float32
+	var m uint32
 	for _, v := range x {
-		if a := float32(math.Abs(float64(v))); a > m {
+		if a := math.Float32bits(v) &^ (1 << 31); a > m && a <= 0x7f800000 {
 			m = a
 		}
 	}
-	return m
+	return math.Float32frombits(m)
 }
