@@ -130,7 +130,7 @@ func (r *Rope) CosSin(pos int, cos, sin []float32) {
 			mix := (1 - min(1, max(0, y))) * ext
 			t = float32(t*(1-mix)) + float32(extrap*mix)
 		}
-		c, s := math.Cos(float64(t)), math.Sin(float64(t))
+		s, c := math.Sincos(float64(t))
 		cos[i] = float32(c) * mscale
 		sin[i] = float32(s) * mscale
 		theta *= thetaScale
@@ -345,13 +345,13 @@ func dotF16Generic(a []uint16, b []float32) float32 {
 	var s0, s1, s2, s3 float32
 	i := 0
 	for ; i+3 < len(a); i += 4 {
-		s0 += quant.F16ToF32(a[i]) * b[i]
-		s1 += quant.F16ToF32(a[i+1]) * b[i+1]
-		s2 += quant.F16ToF32(a[i+2]) * b[i+2]
-		s3 += quant.F16ToF32(a[i+3]) * b[i+3]
+		s0 += halfToF32(a[i]) * b[i]
+		s1 += halfToF32(a[i+1]) * b[i+1]
+		s2 += halfToF32(a[i+2]) * b[i+2]
+		s3 += halfToF32(a[i+3]) * b[i+3]
 	}
 	for ; i < len(a); i++ {
-		s0 += quant.F16ToF32(a[i]) * b[i]
+		s0 += halfToF32(a[i]) * b[i]
 	}
 	return (s0 + s1) + (s2 + s3)
 }
@@ -366,7 +366,7 @@ func axpyF32Generic(dst []float32, a float32, x []float32) {
 func axpyF16Generic(dst []float32, a float32, x []uint16) {
 	x = x[:len(dst)]
 	for i := range dst {
-		dst[i] += a * quant.F16ToF32(x[i])
+		dst[i] += a * halfToF32(x[i])
 	}
 }
 
@@ -380,7 +380,7 @@ func f32ToF16Generic(dst []uint16, src []float32) {
 func f16ToF32Generic(dst []float32, src []uint16) {
 	src = src[:len(dst)]
 	for i := range dst {
-		dst[i] = quant.F16ToF32(src[i])
+		dst[i] = halfToF32(src[i])
 	}
 }
 
@@ -412,4 +412,13 @@ func opsBest(levels []int) int {
 		return opsGeneric
 	}
 	return levels[0]
+}
+
+// halfToF32 is quant.F16ToF32 with its common case, a normal number,
+// inlined: rebias the exponent (15 -> 127) and widen the mantissa.
+func halfToF32(h uint16) float32 {
+	if e := h & 0x7c00; e != 0 && e != 0x7c00 {
+		return math.Float32frombits(uint32(h&0x8000)<<16 | (uint32(h&0x7fff)+(127-15)<<10)<<13)
+	}
+	return quant.F16ToF32(h)
 }

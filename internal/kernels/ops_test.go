@@ -708,3 +708,13 @@ func BenchmarkSoftmax4096(b *testing.B) {
 		Softmax(y)
 	}
 }
+
+func BenchmarkSiLU4096(b *testing.B) {
+	r := rand.New(rand.NewPCG(5, 5))
+	x := randF32(r, benchPositions, 10)
+	y := make([]float32, len(x))
+	for b.Loop() {
+		copy(y, x)
+		SiLU(y)
+	}
+}
