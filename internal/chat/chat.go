@@ -339,6 +339,7 @@ func (t *Template) render(vals map[string]jinja.Value, now func() time.Time) (ou
 	vals["strftime_now"] = strftimeNow(now)
 	vals["raise_exception"] = jinja.NewCallable("raise_exception", raiseException)
 	vals[toJSONFilter] = jinja.NewCallable("tojson", filterToJSON)
+	vals[printFunc] = jinja.NewCallable("print", printOutput)
 	depth := 0
 	vals[enterMacro] = jinja.NewCallable("macro", func([]jinja.Value, map[string]jinja.Value) (jinja.Value, error) {
 		if depth++; depth > maxMacroDepth {

@@ -53,7 +53,7 @@ func TestToJSONMatchesPython(t *testing.T) {
 
 func TestRewriteKeepsTextAndStrings(t *testing.T) {
 	src := "a|tojson {# |tojson #}{% raw %}{{ x|tojson }}{% endraw %}{{ 'b|tojson' ~ y | tojson }}"
-	want := "a|tojson {# |tojson #}{% raw %}{{ x|tojson }}{% endraw %}{{ 'b|tojson' ~ y | " + toJSONFilter + " }}"
+	want := "a|tojson {# |tojson #}{% raw %}{{ x|tojson }}{% endraw %}{{ " + printFunc + "(( 'b|tojson' ~ y | " + toJSONFilter + " )) }}"
 	if got := rewriteSource(src); got != want {
 		t.Errorf("got  %q\nwant %q", got, want)
 	}
@@ -292,5 +292,15 @@ func TestEnginePanicBecomesError(t *testing.T) {
 	var e *Error
 	if !errors.As(err, &e) || !strings.Contains(e.Message, "panic") {
 		t.Fatalf("want a recovered panic as *Error, got %v", err)
+	}
+}
+
+// Output prints like Python's str(); the expectation is a jinja2 render.
+func TestPrintLikePython(t *testing.T) {
+	tmpl := mustParse(t, `{{ none }}|{{ 2.0 }}|{{ x }}|{{- y -}}|{{ [1.0, "it's", 'a\\b', none, true, {'k': [1.5]}] }}|{{ z }}|{{ [z] }}|{{ u }}|{{ 3 }}`)
+	got := mustRender(t, tmpl, map[string]any{"x": nil, "y": 0.1, "z": "tab\there \u00a0é😀\x01'\"", "u": nil})
+	want := "None|2.0|None|0.1|[1.0, \"it's\", 'a\\\\b', None, True, {'k': [1.5]}]|tab\there \u00a0é😀\u0001'\"|['tab\\there \\xa0é😀\\x01\\'\"']|None|3"
+	if got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
 	}
 }

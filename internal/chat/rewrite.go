@@ -11,6 +11,7 @@ import (
 // engine does not know; the source is rewritten to use it.
 const (
 	toJSONFilter = "__braid_tojson"
+	printFunc    = "__braid_str"
 	enterMacro   = "__braid_enter"
 	exitMacro    = "__braid_exit"
 )
@@ -29,14 +30,12 @@ var (
 
 var toJSONUse = regexp.MustCompile(`(\|\s*)tojson\b`)
 
-// rewriteSource renames engine filters we replace and brackets every macro
-// body with depth-counting calls, touching only code inside {{ }} and {% %}
+// rewriteSource renames engine filters we replace, routes {{ }} output
+// through Python's str(), and brackets every macro body with depth-counting
+// calls, touching only code inside {{ }} and {% %}
 // tags and outside string literals, so template text and quoted strings are
 // left byte for byte, and line numbers stay the same.
 func rewriteSource(src string) string {
-	if !strings.Contains(src, "tojson") && !strings.Contains(src, "macro") {
-		return src
-	}
 	var out strings.Builder
 	out.Grow(len(src) + 64)
 	i := 0
@@ -77,6 +76,8 @@ func rewriteSource(src string) string {
 				continue
 			}
 			switch m := macroClose.FindStringSubmatch(tag); {
+			case src[j+1] == '{':
+				out.WriteString(wrapOutput(rewriteCode(tag)))
 			case m != nil:
 				// The guard takes over the tag's left whitespace control so
 				// lstrip_blocks and '-' strip the same text as before.
@@ -165,4 +166,25 @@ func rewriteCode(tag string) string {
 	}
 	flush(len(tag))
 	return out.String()
+}
+
+// wrapOutput turns {{ X }} into {{ __braid_str((X)) }}, keeping the
+// whitespace-control marks where they were; an unclosed tag is left for
+// the engine to report.
+func wrapOutput(tag string) string {
+	if len(tag) < 4 || !strings.HasSuffix(tag, "}}") {
+		return tag
+	}
+	code := tag[2 : len(tag)-2]
+	left, right := "", ""
+	if code != "" && (code[0] == '-' || code[0] == '+') {
+		left, code = code[:1], code[1:]
+	}
+	if n := len(code); n > 0 && (code[n-1] == '-' || code[n-1] == '+') {
+		right, code = code[n-1:], code[:n-1]
+	}
+	if strings.TrimSpace(code) == "" {
+		return tag
+	}
+	return "{{" + left + " " + printFunc + "((" + code + ")) " + right + "}}"
 }
