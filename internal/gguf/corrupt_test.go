@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -223,6 +224,34 @@ func TestByteFlips(t *testing.T) {
 			if g, err := Parse("flip.gguf", mut); err == nil {
 				roundTrip(t, g)
 			}
+		}
+	}
+}
+
+// TestAllocationBounded checks that hostile counts cost memory in
+// proportion to the file, not to what the file claims.
+func TestAllocationBounded(t *testing.T) {
+	nest := header(0, 1).str("n").u32(uint32(TypeArray))
+	for range maxDepth - 1 {
+		nest.u32(uint32(TypeArray)).u64(1 << 40)
+	}
+	files := map[string][]byte{
+		"kv count":     header(0, math.MaxUint64/2).bytes(strings.Repeat("x", 1000)).b,
+		"tensor count": header(math.MaxUint64/2, 0).bytes(strings.Repeat("x", 1000)).b,
+		"strings":      header(0, 1).str("a").u32(uint32(TypeArray)).u32(uint32(TypeString)).u64(1 << 40).bytes(strings.Repeat("\x00", 1000)).b,
+		"nested":       nest.bytes(strings.Repeat("\x00", 1000)).b,
+		"many empties": header(0, 1).str("a").u32(uint32(TypeArray)).u32(uint32(TypeArray)).u64(1000).bytes(strings.Repeat("\x00", 12*1000)).b,
+	}
+	for name, data := range files {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for range 10 {
+			Parse("hostile.gguf", data)
+		}
+		runtime.ReadMemStats(&after)
+		allocs := int64(after.TotalAlloc-before.TotalAlloc) / 10
+		if limit := int64(64*len(data) + 4096); allocs > limit {
+			t.Errorf("%s: %d-byte file allocated %d bytes per parse (limit %d)", name, len(data), allocs, limit)
 		}
 	}
 }

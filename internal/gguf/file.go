@@ -344,12 +344,16 @@ func (d *decoder) array(depth int, what func() string) (Value, error) {
 			prev = end
 		}
 	case TypeArray:
-		a.vals = make([]Value, n)
+		// Grown as elements arrive rather than sized from n: a Value is
+		// larger than the 12 bytes an empty nested array takes, and at
+		// every level of a hostile nest that would multiply.
 		for i := range n {
 			ew := func() string { return fmt.Sprintf("%s element %d", what(), i) }
-			if a.vals[i], err = d.array(depth+1, ew); err != nil {
+			x, err := d.array(depth+1, ew)
+			if err != nil {
 				return Value{}, err
 			}
+			a.vals = append(a.vals, x)
 		}
 	default:
 		b, err := d.take(n*elem.size(), what)

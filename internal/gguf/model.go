@@ -50,41 +50,44 @@ func SplitPath(prefix string, no, n int) string {
 // Open maps a model read-only. When path names any part of a split model
 // (NAME-0000i-of-0000N.gguf) all N parts are opened, checked against their
 // split.no and split.count metadata, and presented as one model.
-func Open(path string) (_ *Model, err error) {
+func Open(path string) (*Model, error) {
 	m := &Model{byName: map[string]*Tensor{}}
-	defer func() {
-		if err != nil {
-			m.Close()
-		}
-	}()
+	if err := m.open(path); err != nil {
+		m.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+func (m *Model) open(path string) error {
 	first, err := m.openFile(path)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	m.Files = []*File{first}
 	count, err := splitInt(first, KeySplitCount)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	sm := splitName.FindStringSubmatch(filepath.Base(path))
 	if sm == nil || sm[3] == "00001" {
 		// Not split by name: the file must not say it is a part either.
 		if count > 1 {
-			return nil, fmt.Errorf("gguf: %s: %s is %d, but the name does not follow NAME-00001-of-%05d.gguf, so the other parts cannot be found",
+			return fmt.Errorf("gguf: %s: %s is %d, but the name does not follow NAME-00001-of-%05d.gguf, so the other parts cannot be found",
 				path, KeySplitCount, count, count)
 		}
 		if no, err := splitInt(first, KeySplitNo); err != nil {
-			return nil, err
+			return err
 		} else if no > 0 {
-			return nil, fmt.Errorf("gguf: %s: %s is %d: this is not the first part of a split model", path, KeySplitNo, no)
+			return fmt.Errorf("gguf: %s: %s is %d: this is not the first part of a split model", path, KeySplitNo, no)
 		}
-		return m, m.index()
+		return m.index()
 	}
 
 	n, _ := strconv.Atoi(sm[3])
 	no, _ := strconv.Atoi(sm[2])
 	if n == 0 || no == 0 || no > n {
-		return nil, fmt.Errorf("gguf: %s: the name says part %d of %d", path, no, n)
+		return fmt.Errorf("gguf: %s: the name says part %d of %d", path, no, n)
 	}
 	prefix := filepath.Join(filepath.Dir(path), sm[1])
 	parts := make([]*File, 0, n)
@@ -92,26 +95,26 @@ func Open(path string) (_ *Model, err error) {
 		f := first
 		if i != no {
 			if f, err = m.openFile(SplitPath(prefix, i, n)); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		if err := checkPart(f, i, n); err != nil {
-			return nil, err
+			return err
 		}
 		parts = append(parts, f)
 	}
 	m.Files = parts
 	if err := m.index(); err != nil {
-		return nil, err
+		return err
 	}
 	if v, ok := m.Files[0].Get(KeySplitTensorsCount); ok {
 		total, ok := v.Int()
 		if !ok || total != int64(len(m.Tensors)) {
-			return nil, fmt.Errorf("gguf: %s: %s is %v, but the %d parts hold %d tensors",
+			return fmt.Errorf("gguf: %s: %s is %v, but the %d parts hold %d tensors",
 				m.Files[0].Path, KeySplitTensorsCount, v, n, len(m.Tensors))
 		}
 	}
-	return m, nil
+	return nil
 }
 
 // splitInt reads an integer split key; -1 when absent.
