@@ -2,7 +2,6 @@ package kernels
 
 import (
 	"math"
-	"os"
 
 	"braid/internal/quant"
 )
@@ -12,11 +11,6 @@ import (
 // reference (the *Generic functions below, the test oracle) or the assembly
 // for this CPU, as chosen by opsLevel in the per-architecture file. None of
 // them allocates.
-
-// opsForcedGeneric reports whether BRAID_KERNELS=generic asks for the
-// reference kernels. It reads the variable itself because the package-wide
-// switch (ForcedGeneric) is owned by the registry and may not exist yet.
-func opsForcedGeneric() bool { return os.Getenv("BRAID_KERNELS") == "generic" }
 
 // OpsSelected names the implementation the element-wise and attention
 // kernels of this file run on: "generic", "avx2", "avx512" or "neon".
@@ -408,7 +402,7 @@ func opsLevelName(l int) string {
 // opsBest returns the first of the levels (ordered best first), or generic
 // when BRAID_KERNELS=generic or none is given.
 func opsBest(levels []int) int {
-	if opsForcedGeneric() || len(levels) == 0 {
+	if ForcedGeneric() || len(levels) == 0 {
 		return opsGeneric
 	}
 	return levels[0]

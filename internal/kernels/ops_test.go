@@ -22,7 +22,7 @@ func forEachOpsLevel(t *testing.T, f func(t *testing.T)) {
 	}
 }
 
-func randF32(r *rand.Rand, n int, scale float32) []float32 {
+func opsRandF32(r *rand.Rand, n int, scale float32) []float32 {
 	x := make([]float32, n)
 	for i := range x {
 		x[i] = (r.Float32()*2 - 1) * scale
@@ -30,7 +30,7 @@ func randF32(r *rand.Rand, n int, scale float32) []float32 {
 	return x
 }
 
-func randF16(r *rand.Rand, n int, scale float32) []uint16 {
+func opsRandF16(r *rand.Rand, n int, scale float32) []uint16 {
 	h := make([]uint16, n)
 	for i := range h {
 		h[i] = quant.F32ToF16((r.Float32()*2 - 1) * scale)
@@ -38,7 +38,7 @@ func randF16(r *rand.Rand, n int, scale float32) []uint16 {
 	return h
 }
 
-func halves(h []uint16) []float32 {
+func opsHalves(h []uint16) []float32 {
 	f := make([]float32, len(h))
 	for i, v := range h {
 		f[i] = quant.F16ToF32(v)
@@ -48,7 +48,7 @@ func halves(h []uint16) []float32 {
 
 // dot64 returns the exact-enough dot product and Σ|a·b|, the scale of the
 // rounding error any float32 summation order may make.
-func dot64(a, b []float32) (dot, abs float64) {
+func opsDot64(a, b []float32) (dot, abs float64) {
 	for i := range a {
 		p := float64(a[i]) * float64(b[i])
 		dot += p
@@ -60,19 +60,19 @@ func dot64(a, b []float32) (dot, abs float64) {
 func TestOpsSelected(t *testing.T) {
 	name := OpsSelected()
 	t.Logf("ops kernels: %s (available: %v)", name, opsLevels())
-	if opsForcedGeneric() && name != "generic" {
+	if ForcedGeneric() && name != "generic" {
 		t.Fatalf("BRAID_KERNELS=generic but ops run %s", name)
 	}
 }
 
-func TestDotF32(t *testing.T) {
+func TestOpsDotF32(t *testing.T) {
 	forEachOpsLevel(t, func(t *testing.T) {
 		r := rand.New(rand.NewPCG(1, 2))
 		for _, n := range opsLengths {
-			a, b := randF32(r, n, 3), randF32(r, n, 3)
+			a, b := opsRandF32(r, n, 3), opsRandF32(r, n, 3)
 			got := DotF32(a, b)
 			ref := dotF32Generic(a, b)
-			want, abs := dot64(a, b)
+			want, abs := opsDot64(a, b)
 			tol := 1e-5*abs + 1e-30
 			if math.Abs(float64(got)-want) > tol || math.Abs(float64(got)-float64(ref)) > tol {
 				t.Errorf("n=%d: got %g, reference %g, exact %g", n, got, ref, want)
@@ -85,14 +85,14 @@ func TestDotF32(t *testing.T) {
 	})
 }
 
-func TestDotF16(t *testing.T) {
+func TestOpsDotF16(t *testing.T) {
 	forEachOpsLevel(t, func(t *testing.T) {
 		r := rand.New(rand.NewPCG(3, 4))
 		for _, n := range opsLengths {
-			a, b := randF16(r, n, 2), randF32(r, n, 3)
+			a, b := opsRandF16(r, n, 2), opsRandF32(r, n, 3)
 			got := DotF16(a, b)
 			ref := dotF16Generic(a, b)
-			want, abs := dot64(halves(a), b)
+			want, abs := opsDot64(opsHalves(a), b)
 			tol := 1e-5*abs + 1e-30
 			if math.Abs(float64(got)-want) > tol || math.Abs(float64(got)-float64(ref)) > tol {
 				t.Errorf("n=%d: got %g, reference %g, exact %g", n, got, ref, want)
@@ -101,7 +101,7 @@ func TestDotF16(t *testing.T) {
 	})
 }
 
-func TestDotSpecialValues(t *testing.T) {
+func TestOpsDotSpecialValues(t *testing.T) {
 	forEachOpsLevel(t, func(t *testing.T) {
 		for _, n := range []int{1, 8, 16, 17, 64, 65} {
 			for _, pos := range []int{0, n / 2, n - 1} {
@@ -138,11 +138,11 @@ func TestDotSpecialValues(t *testing.T) {
 	})
 }
 
-func TestAxpyF32(t *testing.T) {
+func TestOpsAxpyF32(t *testing.T) {
 	forEachOpsLevel(t, func(t *testing.T) {
 		r := rand.New(rand.NewPCG(5, 6))
 		for _, n := range opsLengths {
-			dst, x := randF32(r, n, 2), randF32(r, n, 2)
+			dst, x := opsRandF32(r, n, 2), opsRandF32(r, n, 2)
 			a := r.Float32()*4 - 2
 			orig := append([]float32(nil), dst...)
 			AxpyF32(dst, a, x)
@@ -157,12 +157,12 @@ func TestAxpyF32(t *testing.T) {
 	})
 }
 
-func TestAxpyF16(t *testing.T) {
+func TestOpsAxpyF16(t *testing.T) {
 	forEachOpsLevel(t, func(t *testing.T) {
 		r := rand.New(rand.NewPCG(7, 8))
 		for _, n := range opsLengths {
-			dst, x := randF32(r, n, 2), randF16(r, n, 2)
-			xf := halves(x)
+			dst, x := opsRandF32(r, n, 2), opsRandF16(r, n, 2)
+			xf := opsHalves(x)
 			a := r.Float32()*4 - 2
 			orig := append([]float32(nil), dst...)
 			AxpyF16(dst, a, x)
@@ -177,10 +177,10 @@ func TestAxpyF16(t *testing.T) {
 	})
 }
 
-// f32EdgeValues are float32 inputs where a half conversion can go wrong:
+// opsF32EdgeValues are float32 inputs where a half conversion can go wrong:
 // signed zeros, infinities, NaNs with payloads, the overflow boundary,
 // round-to-even ties in the normal and subnormal range, subnormal float32s.
-func f32EdgeValues() []float32 {
+func opsF32EdgeValues() []float32 {
 	bits := []uint32{
 		0x00000000, 0x80000000, // ±0
 		0x7f800000, 0xff800000, // ±inf
@@ -209,7 +209,7 @@ func f32EdgeValues() []float32 {
 	return out
 }
 
-func TestF32ToF16Row(t *testing.T) {
+func TestOpsF32ToF16Row(t *testing.T) {
 	// Every half's exact value, the midpoints to its upper neighbour and one
 	// float32 ulp either side of them, then random bit patterns and the edge
 	// values, converted as one long row so that every position of the
@@ -231,7 +231,7 @@ func TestF32ToF16Row(t *testing.T) {
 	for range 1 << 14 {
 		src = append(src, math.Float32frombits(r.Uint32()))
 	}
-	edges := f32EdgeValues()
+	edges := opsF32EdgeValues()
 	for range 8 {
 		src = append(src, edges...)
 		src = append(src, 1) // shift the edge values' alignment
@@ -258,7 +258,7 @@ func TestF32ToF16Row(t *testing.T) {
 	})
 }
 
-func TestF16ToF32Row(t *testing.T) {
+func TestOpsF16ToF32Row(t *testing.T) {
 	src := make([]uint16, 1<<16+3)
 	for i := range src {
 		src[i] = uint16(i)
@@ -289,15 +289,15 @@ func TestF16ToF32Row(t *testing.T) {
 	})
 }
 
-func TestRMSNorm(t *testing.T) {
+func TestOpsRMSNorm(t *testing.T) {
 	forEachOpsLevel(t, func(t *testing.T) {
 		r := rand.New(rand.NewPCG(11, 12))
 		for _, n := range opsLengths[1:] {
 			for _, withWeight := range []bool{false, true} {
-				x := randF32(r, n, 4)
+				x := opsRandF32(r, n, 4)
 				var w []float32
 				if withWeight {
-					w = randF32(r, n, 2)
+					w = opsRandF32(r, n, 2)
 				}
 				const eps = 1e-6
 				var ss float64
@@ -326,7 +326,7 @@ func TestRMSNorm(t *testing.T) {
 			}
 		}
 		// The sum of squares is float64 however it is computed.
-		x := randF32(r, 4096+3, 100)
+		x := opsRandF32(r, 4096+3, 100)
 		if got, want := sumSquares(x), sumSquaresGeneric(x); math.Abs(got-want) > 1e-12*want {
 			t.Errorf("sumSquares = %.17g, reference %.17g", got, want)
 		}
@@ -340,10 +340,10 @@ func TestRMSNorm(t *testing.T) {
 	})
 }
 
-func TestSoftmax(t *testing.T) {
+func TestOpsSoftmax(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 14))
 	for _, n := range opsLengths[1:] {
-		x := randF32(r, n, 20)
+		x := opsRandF32(r, n, 20)
 		if n > 3 {
 			x[1] = float32(math.Inf(-1)) // a masked position
 		}
@@ -382,9 +382,9 @@ func TestSoftmax(t *testing.T) {
 	}
 }
 
-func TestActivations(t *testing.T) {
+func TestOpsActivations(t *testing.T) {
 	r := rand.New(rand.NewPCG(15, 16))
-	x := randF32(r, 1000, 12)
+	x := opsRandF32(r, 1000, 12)
 	x = append(x, 0, -0.0, 100, -100, 1e-8, float32(math.Inf(1)))
 	silu := func(v float64) float64 { return v / (1 + math.Exp(-v)) }
 	gelu := func(v float64) float64 {
@@ -408,7 +408,7 @@ func TestActivations(t *testing.T) {
 	g := append([]float32(nil), x...)
 	GELU(g)
 	check("GELU", g, func(i int) float64 { return gelu(float64(x[i])) })
-	up := randF32(r, len(x), 3)
+	up := opsRandF32(r, len(x), 3)
 	d := make([]float32, len(x))
 	SwiGLU(d, x, up)
 	check("SwiGLU", d, func(i int) float64 { return float64(float32(silu(float64(x[i])))) * float64(up[i]) })
@@ -427,10 +427,10 @@ func TestActivations(t *testing.T) {
 	}
 }
 
-func TestElementwise(t *testing.T) {
+func TestOpsElementwise(t *testing.T) {
 	r := rand.New(rand.NewPCG(17, 18))
 	for _, n := range opsLengths {
-		a, b := randF32(r, n, 5), randF32(r, n, 5)
+		a, b := opsRandF32(r, n, 5), opsRandF32(r, n, 5)
 		sum := append([]float32(nil), a...)
 		Add(sum, b)
 		prod := append([]float32(nil), a...)
@@ -445,10 +445,10 @@ func TestElementwise(t *testing.T) {
 	}
 }
 
-// ropeTheta64 is the angle of pair i in float64, straight from the
+// opsRopeTheta64 is the angle of pair i in float64, straight from the
 // definitions: the base frequency with its freq factor, then YaRN's blend
 // of interpolation and extrapolation.
-func ropeTheta64(r *Rope, pos, i int) (theta, mscale float64) {
+func opsRopeTheta64(r *Rope, pos, i int) (theta, mscale float64) {
 	fs := float64(r.FreqScale)
 	if fs == 0 {
 		fs = 1
@@ -476,7 +476,7 @@ func ropeTheta64(r *Rope, pos, i int) (theta, mscale float64) {
 	return theta, mscale
 }
 
-func TestRopeCosSin(t *testing.T) {
+func TestOpsRopeCosSin(t *testing.T) {
 	ff := make([]float32, 64)
 	for i := range ff {
 		ff[i] = 1 + float32(i%7)
@@ -504,7 +504,7 @@ func TestRopeCosSin(t *testing.T) {
 				// few float32 ulps of pos·(pair index) radians.
 				tol := 1e-6 + 4e-7*float64(pos)
 				for i := range half {
-					theta, ms := ropeTheta64(&c.r, pos, i)
+					theta, ms := opsRopeTheta64(&c.r, pos, i)
 					wc, ws := ms*math.Cos(theta), ms*math.Sin(theta)
 					if math.Abs(float64(cos[i])-wc) > tol || math.Abs(float64(sin[i])-ws) > tol {
 						t.Fatalf("pos %d pair %d: cos,sin = %g,%g, want %g,%g", pos, i, cos[i], sin[i], wc, ws)
@@ -515,7 +515,7 @@ func TestRopeCosSin(t *testing.T) {
 	}
 }
 
-func TestRopeYarnRamp(t *testing.T) {
+func TestOpsRopeYarnRamp(t *testing.T) {
 	// With ext_factor 1, pairs below the low correction dim are pure
 	// extrapolation (unscaled angle), those above the high one pure
 	// interpolation (angle·freq_scale), and cos²+sin² is mscale².
@@ -552,7 +552,7 @@ func TestRopeYarnRamp(t *testing.T) {
 	}
 }
 
-func TestRopeApply(t *testing.T) {
+func TestOpsRopeApply(t *testing.T) {
 	r := rand.New(rand.NewPCG(19, 20))
 	for _, neox := range []bool{false, true} {
 		for _, dims := range []int{128, 64, 32} { // 64, 32: partial rotation of a 128 head
@@ -561,7 +561,7 @@ func TestRopeApply(t *testing.T) {
 			cos, sin := make([]float32, half), make([]float32, half)
 			for _, pos := range []int{0, 3, 1000} {
 				rp.CosSin(pos, cos, sin)
-				x := randF32(r, 128, 2)
+				x := opsRandF32(r, 128, 2)
 				orig := append([]float32(nil), x...)
 				rp.Apply(x, cos, sin)
 				for i := range half {
@@ -569,7 +569,7 @@ func TestRopeApply(t *testing.T) {
 					if neox {
 						a, b = i, i+half
 					}
-					theta, _ := ropeTheta64(&rp, pos, i)
+					theta, _ := opsRopeTheta64(&rp, pos, i)
 					c, s := math.Cos(theta), math.Sin(theta)
 					x0, x1 := float64(orig[a]), float64(orig[b])
 					w0, w1 := x0*c-x1*s, x0*s+x1*c
@@ -634,9 +634,9 @@ func TestOpsNoAlloc(t *testing.T) {
 // Attention over a 4096-position cache at head dim 128: one query against
 // every cached key (DotF16) and the weighted sum of every cached value
 // (AxpyF16), per implementation.
-const benchHeadDim, benchPositions = 128, 4096
+const opsBenchHeadDim, opsBenchPositions = 128, 4096
 
-func benchOpsLevels(b *testing.B, f func(b *testing.B)) {
+func opsBenchLevels(b *testing.B, f func(b *testing.B)) {
 	saved := opsLevel
 	defer func() { opsLevel = saved }()
 	for _, l := range append(opsLevels(), opsGeneric) {
@@ -645,53 +645,53 @@ func benchOpsLevels(b *testing.B, f func(b *testing.B)) {
 	}
 }
 
-func BenchmarkDotF16(b *testing.B) {
+func BenchmarkOpsDotF16(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 1))
-	k := randF16(r, benchHeadDim*benchPositions, 1)
-	q := randF32(r, benchHeadDim, 1)
-	scores := make([]float32, benchPositions)
-	benchOpsLevels(b, func(b *testing.B) {
+	k := opsRandF16(r, opsBenchHeadDim*opsBenchPositions, 1)
+	q := opsRandF32(r, opsBenchHeadDim, 1)
+	scores := make([]float32, opsBenchPositions)
+	opsBenchLevels(b, func(b *testing.B) {
 		b.SetBytes(int64(len(k) * 2))
 		for b.Loop() {
 			for p := range scores {
-				scores[p] = DotF16(k[p*benchHeadDim:(p+1)*benchHeadDim], q)
+				scores[p] = DotF16(k[p*opsBenchHeadDim:(p+1)*opsBenchHeadDim], q)
 			}
 		}
 	})
 }
 
-func BenchmarkAxpyF16(b *testing.B) {
+func BenchmarkOpsAxpyF16(b *testing.B) {
 	r := rand.New(rand.NewPCG(2, 2))
-	v := randF16(r, benchHeadDim*benchPositions, 1)
-	w := randF32(r, benchPositions, 1)
-	out := make([]float32, benchHeadDim)
-	benchOpsLevels(b, func(b *testing.B) {
+	v := opsRandF16(r, opsBenchHeadDim*opsBenchPositions, 1)
+	w := opsRandF32(r, opsBenchPositions, 1)
+	out := make([]float32, opsBenchHeadDim)
+	opsBenchLevels(b, func(b *testing.B) {
 		b.SetBytes(int64(len(v) * 2))
 		for b.Loop() {
 			clear(out)
 			for p, a := range w {
-				AxpyF16(out, a, v[p*benchHeadDim:(p+1)*benchHeadDim])
+				AxpyF16(out, a, v[p*opsBenchHeadDim:(p+1)*opsBenchHeadDim])
 			}
 		}
 	})
 }
 
-func BenchmarkDotF32(b *testing.B) {
+func BenchmarkOpsDotF32(b *testing.B) {
 	r := rand.New(rand.NewPCG(3, 3))
-	k := randF32(r, benchHeadDim*benchPositions, 1)
-	q := randF32(r, benchHeadDim, 1)
-	scores := make([]float32, benchPositions)
-	benchOpsLevels(b, func(b *testing.B) {
+	k := opsRandF32(r, opsBenchHeadDim*opsBenchPositions, 1)
+	q := opsRandF32(r, opsBenchHeadDim, 1)
+	scores := make([]float32, opsBenchPositions)
+	opsBenchLevels(b, func(b *testing.B) {
 		b.SetBytes(int64(len(k) * 4))
 		for b.Loop() {
 			for p := range scores {
-				scores[p] = DotF32(k[p*benchHeadDim:(p+1)*benchHeadDim], q)
+				scores[p] = DotF32(k[p*opsBenchHeadDim:(p+1)*opsBenchHeadDim], q)
 			}
 		}
 	})
 }
 
-func BenchmarkRopeCosSin(b *testing.B) {
+func BenchmarkOpsRopeCosSin(b *testing.B) {
 	r := Rope{Dims: 128, Base: 1e6}
 	cos, sin := make([]float32, 64), make([]float32, 64)
 	for i := 0; b.Loop(); i++ {
@@ -699,9 +699,9 @@ func BenchmarkRopeCosSin(b *testing.B) {
 	}
 }
 
-func BenchmarkSoftmax4096(b *testing.B) {
+func BenchmarkOpsSoftmax4096(b *testing.B) {
 	r := rand.New(rand.NewPCG(4, 4))
-	x := randF32(r, benchPositions, 10)
+	x := opsRandF32(r, opsBenchPositions, 10)
 	y := make([]float32, len(x))
 	for b.Loop() {
 		copy(y, x)
@@ -709,9 +709,9 @@ func BenchmarkSoftmax4096(b *testing.B) {
 	}
 }
 
-func BenchmarkSiLU4096(b *testing.B) {
+func BenchmarkOpsSiLU4096(b *testing.B) {
 	r := rand.New(rand.NewPCG(5, 5))
-	x := randF32(r, benchPositions, 10)
+	x := opsRandF32(r, opsBenchPositions, 10)
 	y := make([]float32, len(x))
 	for b.Loop() {
 		copy(y, x)
