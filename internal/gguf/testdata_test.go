@@ -1,6 +1,9 @@
 package gguf
 
 import (
+	"bytes"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,12 +19,20 @@ const sharedTestdata = "../../../shared/testdata"
 func sharedFiles(t *testing.T) []string {
 	t.Helper()
 	var files []string
-	for _, pat := range []string{"models/*/*.gguf", "models/*.gguf", "vocab/*.gguf", "quants/*.gguf"} {
-		m, err := filepath.Glob(filepath.Join(sharedTestdata, pat))
-		if err != nil {
+	for _, dir := range []string{"models", "vocab", "quants"} {
+		root := filepath.Join(sharedTestdata, dir)
+		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if !d.IsDir() && strings.HasSuffix(path, ".gguf") {
+				files = append(files, path)
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			t.Fatal(err)
 		}
-		files = append(files, m...)
 	}
 	if len(files) == 0 {
 		t.Skipf("no GGUF files under %s (the shared test data is not checked out here)", sharedTestdata)
@@ -54,6 +65,26 @@ func TestSharedFilesOpen(t *testing.T) {
 			}
 			if strings.Contains(path, "/models/") && m.Arch() == "" {
 				t.Errorf("no general.architecture")
+			}
+			for _, kv := range m.KVs() {
+				if s := kv.Value.String(); len(s) > 1000 {
+					t.Errorf("%s: String() is %d bytes long; long values should be summarised", kv.Key, len(s))
+				}
+			}
+			// braid's writer must reproduce llama.cpp's files byte for byte:
+			// same layout rules, same encoding.
+			var buf bytes.Buffer
+			if _, err := writerFrom(t, m.Files[0]).WriteTo(&buf); err != nil {
+				t.Fatal(err)
+			}
+			orig := m.Files[0].data
+			if !bytes.Equal(buf.Bytes(), orig) {
+				n := 0
+				for n < min(buf.Len(), len(orig)) && buf.Bytes()[n] == orig[n] {
+					n++
+				}
+				t.Errorf("rewritten file differs from the original at byte %d (lengths %d and %d, data section at %d)",
+					n, buf.Len(), len(orig), m.Files[0].DataOffset)
 			}
 		})
 	}
