@@ -247,3 +247,56 @@ func TestQuantizeSpecialBlocks(t *testing.T) {
 		})
 	}
 }
+
+// TestQuantizeHostileInput: NaN, infinities, extremes and subnormals must not
+// panic any quantizer, and finite extremes must not turn into NaN.
+func TestQuantizeHostileInput(t *testing.T) {
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	for _, typ := range append([]quant.Type{quant.Q8_1}, typesOf(weightTypes)...) {
+		for _, tc := range []struct {
+			name   string
+			v      []float32
+			finite bool
+		}{
+			{"nan", []float32{nan, 1, -2}, false},
+			{"inf", []float32{inf, -inf, 3}, false},
+			{"huge", []float32{3e38, -3e38, 1}, false},
+			{"subnormal", []float32{1e-45, -3e-44, 1e-40}, true},
+			{"tiny", []float32{1e-30, -2e-30, 5e-31}, true},
+		} {
+			t.Run(typ.String()+"/"+tc.name, func(t *testing.T) {
+				x := make([]float32, 256)
+				for i := range x {
+					x[i] = tc.v[i%len(tc.v)]
+				}
+				nb, _ := typ.RowBytes(256)
+				q := make([]byte, nb)
+				if err := quant.Quantize(typ, x, q); err != nil {
+					t.Fatal(err)
+				}
+				y := make([]float32, 256)
+				if err := quant.Dequantize(typ, q, y); err != nil {
+					t.Fatal(err)
+				}
+				if tc.finite {
+					for i, v := range y {
+						if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+							t.Fatalf("value %d: %v from finite input %v", i, v, x[i])
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+func typesOf(ws []struct {
+	typ   quant.Type
+	bound float64
+}) []quant.Type {
+	var out []quant.Type
+	for _, w := range ws {
+		out = append(out, w.typ)
+	}
+	return out
+}
