@@ -54,9 +54,9 @@ func TestScaleDecoders(t *testing.T) {
 	}
 }
 
-// TestScaleMinK4 packs every (scale, min) pair position the way the Q4_K
+// TestScalesMinsK4 packs every (scale, min) pair position the way the Q4_K
 // quantizer does and reads it back.
-func TestScaleMinK4(t *testing.T) {
+func TestScalesMinsK4(t *testing.T) {
 	for seed := 0; seed < 64; seed++ {
 		var ls, lm [8]int
 		var s [12]byte
@@ -71,10 +71,10 @@ func TestScaleMinK4(t *testing.T) {
 				s[j] |= byte(lm[j]>>4) << 6
 			}
 		}
+		sc, m := ScalesMinsK4(&s)
 		for j := 0; j < 8; j++ {
-			sc, m := ScaleMinK4(j, s[:])
-			if int(sc) != ls[j] || int(m) != lm[j] {
-				t.Fatalf("pair %d: got (%d,%d), want (%d,%d)", j, sc, m, ls[j], lm[j])
+			if int(sc[j]) != ls[j] || int(m[j]) != lm[j] {
+				t.Fatalf("pair %d: got (%d,%d), want (%d,%d)", j, sc[j], m[j], ls[j], lm[j])
 			}
 		}
 	}

@@ -32,14 +32,19 @@ func scaleMinK4(j int, s []byte) (sc, m uint8) {
 	return s[j+4]&15 | s[j-4]>>6<<4, s[j+4]>>4 | s[j]>>6<<4
 }
 
-// ScaleMinK4 returns the j-th (0..7) 6-bit scale and min packed in the
+// ScalesMinsK4 unpacks the eight 6-bit sub-block scales and mins of the
 // 12-byte scales field of a Q4_K or Q5_K block, for kernels that read blocks
-// directly.
-func ScaleMinK4(j int, scales []byte) (scale, min uint8) { return scaleMinK4(j, scales) }
+// directly. The array pointer makes a short field impossible to pass.
+func ScalesMinsK4(scales *[12]byte) (sc, m [8]uint8) {
+	for j := range 8 {
+		sc[j], m[j] = scaleMinK4(j, scales[:])
+	}
+	return sc, m
+}
 
 // ScalesQ3K returns the sixteen signed 6-bit sub-block scales (already minus
 // 32) packed in the 12-byte scales field of a Q3_K block.
-func ScalesQ3K(scales []byte) [16]int8 {
+func ScalesQ3K(scales *[12]byte) [16]int8 {
 	var out [16]int8
 	for j := 0; j < 16; j++ {
 		var lo uint8
@@ -87,7 +92,7 @@ func dequantQ3_K(src []byte, dst []float32) {
 	for len(src) >= 110 {
 		b := src[:110]
 		hmask, qs := b[:32], b[32:96]
-		sc := ScalesQ3K(b[96:108])
+		sc := ScalesQ3K((*[12]byte)(b[96:108]))
 		d := f16at(b[108:])
 		y := dst[:256]
 		is := 0
