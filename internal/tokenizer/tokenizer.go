@@ -212,22 +212,20 @@ func (t *Tokenizer) findFirst(texts ...string) int32 {
 // detection by text, the end-of-generation set, per-model strip flags, and
 // the list of tokens split out of text before tokenizing.
 func (t *Tokenizer) initSpecial(v *Vocab) {
-	// llama.cpp walks an unordered map here; when several names are present
-	// the lowest id wins in practice for the vocabularies that matter.
+	// llama.cpp takes whichever listed text its hash map yields first; we
+	// take the first in list order, which puts the specific end-of-turn
+	// names (<|eot_id|>) before generic ones (<|endoftext|>).
 	detect := func(cur int32, names ...string) int32 {
 		if cur >= 0 {
 			return cur
 		}
-		best := int32(-1)
 		for _, s := range names {
-			if id, ok := t.index[s]; ok && (best < 0 || id < best) {
-				best = id
+			if id, ok := t.index[s]; ok {
+				t.markControl(id)
+				return id
 			}
 		}
-		if best >= 0 {
-			t.markControl(best)
-		}
-		return best
+		return -1
 	}
 	t.eot = detect(t.eot, "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
 		"<|end_of_text|>", "<EOT>", "_<EOT>", "[EOT]", "<｜end▁of▁sentence｜>", "<end_of_utterance>")
