@@ -6,8 +6,18 @@
 // tojson, raise_exception and strftime_now). The engine is
 // github.com/ardanlabs/jinja; this package supplies what it lacks for that:
 // a Python-exact tojson, a strftime_now on a caller-supplied clock, JSON
-// input that keeps object key order, errors that name the template and line,
-// and recovery from engine panics.
+// input that keeps object key order, Python str() printing of {{ }} output,
+// jinja2's newline handling, errors that name the template and line, a
+// bound on macro recursion, and recovery from engine panics. Some of it is
+// done by rewriting the template source before the engine compiles it
+// (rewrite.go); line numbers are kept.
+//
+// Known differences from Python jinja2, all inside the engine: '+' is
+// lenient (str + Undefined and str + dict concatenate where Python raises),
+// there is no Markup type (so "x"|safe + str does not HTML-escape the str as
+// jinja2 does), '~' and |string print None as "" and floats with %g, the
+// {%+ / +%} whitespace marks are syntax errors, and exponent literals such
+// as 1e16 are not parsed.
 package chat
 
 import (
