@@ -1,0 +1,240 @@
+package model
+
+import (
+	"fmt"
+	"math"
+
+	"braid/internal/kernels"
+	"braid/internal/kvcache"
+	"braid/internal/quant"
+)
+
+// layer runs transformer block l over the step's n tokens in m.s.x.
+func (m *Model) layer(cache *kvcache.Cache, b *Batch, l int) error {
+	c, s, w := &m.Cfg, &m.s, &m.w.layers[l]
+	n, E := len(b.Tokens), c.Embd
+	hd := c.HeadDim
+	qdim, kvdim := c.Heads*hd, c.KVHeads*hd
+	half := c.Rope.Dims / 2
+
+	for i := 0; i < n; i++ {
+		kernels.RMSNorm(s.h[i*E:(i+1)*E], s.x[i*E:(i+1)*E], w.attnNorm, c.NormEps)
+	}
+	m.pool.MatMul(s.q[:n*qdim], &w.q, s.h[:n*E], n)
+	m.pool.MatMul(s.k[:n*kvdim], &w.k, s.h[:n*E], n)
+	m.pool.MatMul(s.v[:n*kvdim], &w.v, s.h[:n*E], n)
+	for i := 0; i < n; i++ {
+		q, k, v := s.q[i*qdim:(i+1)*qdim], s.k[i*kvdim:(i+1)*kvdim], s.v[i*kvdim:(i+1)*kvdim]
+		if w.qBias != nil {
+			kernels.Add(q, w.qBias)
+			kernels.Add(k, w.kBias)
+			kernels.Add(v, w.vBias)
+		}
+		cos, sin := s.cos[i*half:(i+1)*half], s.sin[i*half:(i+1)*half]
+		for h := 0; h < c.Heads; h++ {
+			qh := q[h*hd : (h+1)*hd]
+			if w.qNorm != nil {
+				kernels.RMSNorm(qh, qh, w.qNorm, c.NormEps)
+			}
+			m.rope.Apply(qh, cos, sin)
+		}
+		for h := 0; h < c.KVHeads; h++ {
+			kh := k[h*hd : (h+1)*hd]
+			if w.kNorm != nil {
+				kernels.RMSNorm(kh, kh, w.kNorm, c.NormEps)
+			}
+			m.rope.Apply(kh, cos, sin)
+		}
+		// The step's keys and values go to the cache first, so attention
+		// reads every position, this step's included, from one place.
+		if cache.Config().F32 {
+			kr, vr := cache.RowF32(l, b.Seq[i], int(b.Pos[i]))
+			copy(kr, k)
+			copy(vr, v)
+		} else {
+			kr, vr := cache.RowF16(l, b.Seq[i], int(b.Pos[i]))
+			kernels.F32ToF16Row(kr, k)
+			kernels.F32ToF16Row(vr, v)
+		}
+	}
+
+	m.cur.layer = l
+	m.growScores(b)
+	m.pool.For(len(s.slots), m.attnFn)
+
+	m.pool.MatMul(s.tmp[:n*E], &w.o, s.att[:n*qdim], n)
+	if err := m.comm.AllReduceSum(s.tmp[:n*E]); err != nil {
+		return fmt.Errorf("model: layer %d attention all-reduce: %w", l, err)
+	}
+	kernels.Add(s.x[:n*E], s.tmp[:n*E])
+
+	for i := 0; i < n; i++ {
+		kernels.RMSNorm(s.h[i*E:(i+1)*E], s.x[i*E:(i+1)*E], w.ffnNorm, c.NormEps)
+	}
+	if c.Experts > 0 {
+		m.moe(w, n)
+	} else {
+		m.ffn(w, s.h[:n*E], s.tmp[:n*E], n)
+	}
+	if err := m.comm.AllReduceSum(s.tmp[:n*E]); err != nil {
+		return fmt.Errorf("model: layer %d FFN all-reduce: %w", l, err)
+	}
+	kernels.Add(s.x[:n*E], s.tmp[:n*E])
+	return nil
+}
+
+// ffn is the SwiGLU feed-forward: down(silu(gate·h) * up·h), h [n x embd]
+// into out [n x embd].
+func (m *Model) ffn(w *layer, h, out []float32, n int) {
+	s := &m.s
+	ff := w.gate.Rows
+	m.pool.MatMul(s.gate[:n*ff], &w.gate, h, n)
+	m.pool.MatMul(s.up[:n*ff], &w.up, h, n)
+	kernels.SwiGLU(s.gate[:n*ff], s.gate[:n*ff], s.up[:n*ff])
+	m.pool.MatMul(out, &w.down, s.gate[:n*ff], n)
+}
+
+// moe routes each token to its top experts: softmax over the router's
+// logits, the ExpertsUsed largest (lowest index first on ties), weights
+// renormalised when the model says so; each expert then runs once over all
+// the tokens routed to it.
+func (m *Model) moe(w *layer, n int) {
+	c, s := &m.Cfg, &m.s
+	E, X, K := c.Embd, c.Experts, c.ExpertsUsed
+	m.pool.MatMul(s.probs[:n*X], &w.router, s.h[:n*E], n)
+	for i := 0; i < n; i++ {
+		p := s.probs[i*X : (i+1)*X]
+		kernels.Softmax(p)
+		sel, selW := s.sel[i*K:(i+1)*K], s.selW[i*K:(i+1)*K]
+		for k := 0; k < K; k++ {
+			best := -1
+			for e := 0; e < X; e++ {
+				if taken(sel[:k], e) {
+					continue
+				}
+				if best < 0 || p[e] > p[best] {
+					best = e
+				}
+			}
+			sel[k], selW[k] = int32(best), p[best]
+		}
+		if c.NormTopKProb {
+			var sum float32
+			for _, v := range selW {
+				sum += v
+			}
+			for k := range selW {
+				selW[k] /= sum
+			}
+		}
+	}
+	out := s.tmp[:n*E]
+	clear(out)
+	for e := 0; e < X; e++ {
+		cnt := 0
+		for i := 0; i < n; i++ {
+			for k := 0; k < K; k++ {
+				if s.sel[i*K+k] == int32(e) {
+					s.expTok[cnt] = int32(i*K + k)
+					copy(s.hx[cnt*E:(cnt+1)*E], s.h[i*E:(i+1)*E])
+					cnt++
+				}
+			}
+		}
+		if cnt == 0 {
+			continue
+		}
+		ex := layer{gate: w.gateExps[e], up: w.upExps[e], down: w.downExps[e]}
+		m.ffn(&ex, s.hx[:cnt*E], s.ex[:cnt*E], cnt)
+		for j := 0; j < cnt; j++ {
+			ik := int(s.expTok[j])
+			i := ik / K
+			kernels.AxpyF32(out[i*E:(i+1)*E], s.selW[ik], s.ex[j*E:(j+1)*E])
+		}
+	}
+}
+
+func taken(sel []int32, e int) bool {
+	for _, s := range sel {
+		if int(s) == e {
+			return true
+		}
+	}
+	return false
+}
+
+// growScores makes every slot's score buffer long enough for the longest
+// sequence in the batch (allocating only when contexts grow).
+func (m *Model) growScores(b *Batch) {
+	longest := 0
+	for _, p := range b.Pos {
+		longest = max(longest, int(p)+1)
+	}
+	for i := range m.s.slots {
+		if len(m.s.slots[i].scores) < longest {
+			m.s.slots[i].scores = make([]float32, max(longest, 2*len(m.s.slots[i].scores)))
+		}
+	}
+}
+
+// attention computes the attention output of a share of the (token, head)
+// pairs of the step; slot indices [lo, hi) come from Pool.For, so each slot's
+// scratch is used by one thread at a time.
+//
+// With an F16 cache it rounds the query and the probabilities to half
+// precision as ggml's F16 matrix products do, so results track llama.cpp's.
+func (m *Model) attention(lo, hi int) {
+	c, s := &m.Cfg, &m.s
+	cache, b, l := m.cur.cache, m.cur.batch, m.cur.layer
+	n := m.cur.n
+	hd := c.HeadDim
+	group := c.Heads / c.KVHeads
+	kvdim := c.KVHeads * hd
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	items := n * c.Heads
+	slots := len(s.slots)
+	f32 := cache.Config().F32
+	bs := cache.Config().BlockSize
+	for slot := lo; slot < hi; slot++ {
+		sc := &s.slots[slot]
+		for it := slot * items / slots; it < (slot+1)*items/slots; it++ {
+			i, h := it/c.Heads, it%c.Heads
+			kvh := h / group
+			seq, pos := b.Seq[i], int(b.Pos[i])
+			q := s.q[i*c.Heads*hd+h*hd : i*c.Heads*hd+(h+1)*hd]
+			table := cache.Blocks(seq)
+			scores := sc.scores[:pos+1]
+			if f32 {
+				for t := 0; t <= pos; t++ {
+					k := cache.KF32(l, table[t/bs])[(t%bs)*kvdim+kvh*hd:]
+					scores[t] = kernels.DotF32(k[:hd], q) * scale
+				}
+			} else {
+				kernels.F32ToF16Row(sc.qh16, q)
+				kernels.F16ToF32Row(sc.qh, sc.qh16)
+				for t := 0; t <= pos; t++ {
+					k := cache.KF16(l, table[t/bs])[(t%bs)*kvdim+kvh*hd:]
+					scores[t] = kernels.DotF16(k[:hd], sc.qh) * scale
+				}
+			}
+			kernels.Softmax(scores)
+			out := s.att[i*c.Heads*hd+h*hd : i*c.Heads*hd+(h+1)*hd]
+			clear(out)
+			if f32 {
+				for t := 0; t <= pos; t++ {
+					v := cache.VF32(l, table[t/bs])[(t%bs)*kvdim+kvh*hd:]
+					kernels.AxpyF32(out, scores[t], v[:hd])
+				}
+			} else {
+				for t := 0; t <= pos; t++ {
+					v := cache.VF16(l, table[t/bs])[(t%bs)*kvdim+kvh*hd:]
+					p := f16round(scores[t])
+					kernels.AxpyF16(out, p, v[:hd])
+				}
+			}
+		}
+	}
+}
+
+// f16round rounds a float32 to the nearest half-precision value.
+func f16round(x float32) float32 { return quant.F16ToF32(quant.F32ToF16(x)) }

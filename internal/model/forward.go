@@ -1,0 +1,260 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+
+	"braid/internal/gguf"
+	"braid/internal/kernels"
+	"braid/internal/kvcache"
+	"braid/internal/quant"
+)
+
+// Batch is one forward step: tokens of one or more sequences, each at its
+// position, prefill chunks and decode tokens mixed. A sequence's tokens must
+// be in order and continue where its cache ends.
+type Batch struct {
+	Tokens []int32
+	Pos    []int32
+	Seq    []kvcache.SeqID
+	Output []bool // logits wanted for this token
+}
+
+// Add appends one token.
+func (b *Batch) Add(tok, pos int32, seq kvcache.SeqID, output bool) {
+	b.Tokens = append(b.Tokens, tok)
+	b.Pos = append(b.Pos, pos)
+	b.Seq = append(b.Seq, seq)
+	b.Output = append(b.Output, output)
+}
+
+// Reset empties the batch, keeping its memory.
+func (b *Batch) Reset() {
+	b.Tokens, b.Pos, b.Seq, b.Output = b.Tokens[:0], b.Pos[:0], b.Seq[:0], b.Output[:0]
+}
+
+// Outputs counts the tokens whose logits are wanted.
+func (b *Batch) Outputs() int {
+	n := 0
+	for _, o := range b.Output {
+		if o {
+			n++
+		}
+	}
+	return n
+}
+
+// Options tune a loaded model.
+type Options struct {
+	// MaxBatch is the most tokens one internal step evaluates; longer batches
+	// run in chunks. 0 means 512.
+	MaxBatch int
+	// Comm is the tensor-parallel group; nil means a single node.
+	Comm Comm
+}
+
+// Model is a loaded model, ready to run batches on a KV cache.
+type Model struct {
+	Cfg  Config
+	file *gguf.Model
+	w    *weights
+	pool *kernels.Pool
+	comm Comm
+	rope kernels.Rope
+
+	maxBatch int
+	s        scratch
+	// per-step state read by the parallel attention loop
+	cur struct {
+		cache *kvcache.Cache
+		batch *Batch
+		layer int
+		n     int
+	}
+	attnFn func(lo, hi int)
+}
+
+// scratch is every buffer a step needs, sized once for MaxBatch tokens.
+type scratch struct {
+	x, h, tmp    []float32 // [n x embd]
+	q, k, v, att []float32 // [n x qdim] / [n x kvdim]
+	gate, up     []float32 // [n x ff]
+	cos, sin     []float32 // [n x rope.Dims/2]
+	probs        []float32 // [n x experts]
+	sel          []int32   // [n x expertsUsed]
+	selW         []float32
+	expTok       []int32   // tokens routed to one expert
+	hx, ex       []float32 // gathered expert inputs / outputs
+	kvRow        []uint16
+	slots        []attnScratch
+	outRows      []int32
+}
+
+type attnScratch struct {
+	scores []float32
+	qh     []float32
+	qh16   []uint16
+	out    []float32
+}
+
+// ErrBadBatch reports a batch the model cannot run; the error text names the
+// token and what is wrong.
+var ErrBadBatch = errors.New("model: bad batch")
+
+// New binds the weights of an open GGUF model and allocates the step buffers.
+func New(f *gguf.Model, pool *kernels.Pool, opt Options) (*Model, error) {
+	c, err := ReadConfig(f)
+	if err != nil {
+		return nil, err
+	}
+	w, err := bindWeights(f, c)
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{Cfg: *c, file: f, w: w, pool: pool, comm: opt.Comm, maxBatch: opt.MaxBatch}
+	if m.comm == nil {
+		m.comm = Single{}
+	}
+	if m.maxBatch <= 0 {
+		m.maxBatch = 512
+	}
+	r := c.Rope
+	m.rope = kernels.Rope{Dims: r.Dims, Base: r.Base, FreqScale: 1 / r.Factor, ExtFactor: r.ExtFactor,
+		AttnFactor: r.AttnFactor, BetaFast: r.BetaFast, BetaSlow: r.BetaSlow, OrigCtx: r.OrigCtx,
+		FreqFactors: w.ropeFreqs, NeoX: c.NeoX}
+	m.alloc()
+	m.attnFn = m.attention
+	return m, nil
+}
+
+func (m *Model) alloc() {
+	c, B := &m.Cfg, m.maxBatch
+	qdim, kvdim := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	ff := max(c.FF, c.ExpertFF)
+	s := &m.s
+	s.x, s.h, s.tmp = make([]float32, B*c.Embd), make([]float32, B*c.Embd), make([]float32, B*c.Embd)
+	s.q, s.att = make([]float32, B*qdim), make([]float32, B*qdim)
+	s.k, s.v = make([]float32, B*kvdim), make([]float32, B*kvdim)
+	s.gate, s.up = make([]float32, B*ff), make([]float32, B*ff)
+	s.cos, s.sin = make([]float32, B*c.Rope.Dims/2), make([]float32, B*c.Rope.Dims/2)
+	s.kvRow = make([]uint16, kvdim)
+	if c.Experts > 0 {
+		s.probs = make([]float32, B*c.Experts)
+		s.sel = make([]int32, B*c.ExpertsUsed)
+		s.selW = make([]float32, B*c.ExpertsUsed)
+		s.expTok = make([]int32, B)
+		s.hx, s.ex = make([]float32, B*c.Embd), make([]float32, B*c.Embd)
+	}
+	s.slots = make([]attnScratch, 4*m.pool.Threads())
+	for i := range s.slots {
+		s.slots[i] = attnScratch{qh: make([]float32, c.HeadDim), qh16: make([]uint16, c.HeadDim), out: make([]float32, c.HeadDim)}
+	}
+	s.outRows = make([]int32, 0, B)
+}
+
+// NewCache makes a KV cache for this model holding up to positions tokens in
+// all sequences together.
+func (m *Model) NewCache(positions int, f32 bool) (*kvcache.Cache, error) {
+	const bs = 32
+	blocks := (positions + bs - 1) / bs
+	return kvcache.New(kvcache.Config{Layers: m.Cfg.Layers, KVDim: m.Cfg.KVHeads * m.Cfg.HeadDim, BlockSize: bs, Blocks: blocks, F32: f32})
+}
+
+// Forward runs the batch, storing its keys and values in cache, and writes
+// the logits of the tokens with Output set to logits, one row of Cfg.Vocab
+// values each, in batch order. On error nothing is committed to the cache for
+// the failing chunk.
+func (m *Model) Forward(cache *kvcache.Cache, b *Batch, logits []float32) error {
+	n := len(b.Tokens)
+	if len(b.Pos) != n || len(b.Seq) != n || len(b.Output) != n {
+		return fmt.Errorf("%w: %d tokens but %d positions, %d sequence ids, %d output flags", ErrBadBatch, n, len(b.Pos), len(b.Seq), len(b.Output))
+	}
+	if want := b.Outputs() * m.Cfg.Vocab; len(logits) < want {
+		return fmt.Errorf("%w: logits buffer holds %d values, need %d", ErrBadBatch, len(logits), want)
+	}
+	out := 0
+	for start := 0; start < n; start += m.maxBatch {
+		end := min(start+m.maxBatch, n)
+		sub := Batch{Tokens: b.Tokens[start:end], Pos: b.Pos[start:end], Seq: b.Seq[start:end], Output: b.Output[start:end]}
+		no := sub.Outputs()
+		if err := m.step(cache, &sub, logits[out*m.Cfg.Vocab:(out+no)*m.Cfg.Vocab]); err != nil {
+			return err
+		}
+		out += no
+	}
+	return nil
+}
+
+// step runs at most maxBatch tokens.
+func (m *Model) step(cache *kvcache.Cache, b *Batch, logits []float32) error {
+	c, s := &m.Cfg, &m.s
+	n := len(b.Tokens)
+	if err := m.checkBatch(cache, b); err != nil {
+		return err
+	}
+	for i := 0; i < n; i++ {
+		if int(b.Pos[i]) >= cache.Cap(b.Seq[i]) || cache.Len(b.Seq[i]) == int(b.Pos[i]) {
+			// Reserve is a no-op inside reserved, unshared room; it
+			// un-shares a block the first write of a step falls into.
+			if err := cache.Reserve(b.Seq[i], int(b.Pos[i])+1); err != nil {
+				return fmt.Errorf("model: KV cache for sequence %d at position %d: %w", b.Seq[i], b.Pos[i], err)
+			}
+		}
+	}
+	// Token embeddings and the rotary table of each token's position.
+	E := c.Embd
+	half := c.Rope.Dims / 2
+	for i, tok := range b.Tokens {
+		row := m.w.embed.Data[int64(tok)*m.w.embedRow : int64(tok+1)*m.w.embedRow]
+		if err := quant.Dequantize(m.w.embed.Type, row, s.x[i*E:(i+1)*E]); err != nil {
+			return fmt.Errorf("model: embedding of token %d: %w", tok, err)
+		}
+		m.rope.CosSin(int(b.Pos[i]), s.cos[i*half:(i+1)*half], s.sin[i*half:(i+1)*half])
+	}
+	m.cur.cache, m.cur.n, m.cur.batch = cache, n, b
+	for l := range m.w.layers {
+		if err := m.layer(cache, b, l); err != nil {
+			return err
+		}
+	}
+	// Final norm and the output head, for the tokens that want logits.
+	s.outRows = s.outRows[:0]
+	for i, o := range b.Output {
+		if o {
+			kernels.RMSNorm(s.h[len(s.outRows)*E:(len(s.outRows)+1)*E], s.x[i*E:(i+1)*E], m.w.outputNorm, c.NormEps)
+			s.outRows = append(s.outRows, int32(i))
+		}
+	}
+	if len(s.outRows) > 0 {
+		m.pool.MatMul(logits, &m.w.output, s.h, len(s.outRows))
+	}
+	for i := 0; i < n; i++ {
+		if int(b.Pos[i])+1 > cache.Len(b.Seq[i]) {
+			if err := cache.Commit(b.Seq[i], int(b.Pos[i])+1); err != nil {
+				return fmt.Errorf("model: committing sequence %d: %w", b.Seq[i], err)
+			}
+		}
+	}
+	return nil
+}
+
+// checkBatch validates tokens and positions before anything is written: every
+// sequence's positions must continue its cache without gaps.
+func (m *Model) checkBatch(cache *kvcache.Cache, b *Batch) error {
+	next := map[kvcache.SeqID]int32{}
+	for i, tok := range b.Tokens {
+		if tok < 0 || int(tok) >= m.Cfg.Vocab {
+			return fmt.Errorf("%w: token %d at batch index %d is outside the vocabulary of %d", ErrBadBatch, tok, i, m.Cfg.Vocab)
+		}
+		seq := b.Seq[i]
+		want, ok := next[seq]
+		if !ok {
+			want = int32(cache.Len(seq))
+		}
+		if b.Pos[i] != want {
+			return fmt.Errorf("%w: sequence %d: token at batch index %d has position %d, want %d (positions continue the cache without gaps)", ErrBadBatch, seq, i, b.Pos[i], want)
+		}
+		next[seq] = want + 1
+	}
+	return nil
+}
