@@ -65,18 +65,18 @@ func sumSquaresGeneric(x []float32) float64 {
 // Rope describes rotary position embedding as ggml's rope op does, YaRN
 // included. The zero values of FreqScale and AttnFactor mean 1.
 type Rope struct {
-	Dims        int     // rotated dimensions per head (n_rot), even; the rest pass through
-	Base        float32 // frequency base (rope_freq_base)
-	FreqScale   float32 // 1/context-extension factor (linear / YaRN interpolation)
-	ExtFactor   float32 // YaRN extrapolation mix; 0 disables YaRN
-	AttnFactor  float32 // magnitude scale of cos and sin
-	BetaFast    float32 // YaRN: rotations at which the ramp starts
-	BetaSlow    float32 // YaRN: rotations at which the ramp ends
-	OrigCtx     int     // training context length (n_ctx_orig), for YaRN
-	FreqFactors []float32
+	Dims       int     // rotated dimensions per head (n_rot), even; the rest pass through
+	Base       float32 // frequency base (rope_freq_base)
+	FreqScale  float32 // 1/context-extension factor (linear / YaRN interpolation)
+	ExtFactor  float32 // YaRN extrapolation mix; 0 disables YaRN
+	AttnFactor float32 // magnitude scale of cos and sin, as llama.cpp passes it to ggml_rope_ext
+	BetaFast   float32 // YaRN: rotations at which the ramp starts
+	BetaSlow   float32 // YaRN: rotations at which the ramp ends
+	OrigCtx    int     // training context length (n_ctx_orig), for YaRN
 	// FreqFactors, when set, divides each pair's frequency (llama3's
 	// rope_freqs tensor); it has Dims/2 entries.
-	NeoX bool // rotate (x[i], x[i+Dims/2]) instead of (x[2i], x[2i+1])
+	FreqFactors []float32
+	NeoX        bool // rotate (x[i], x[i+Dims/2]) instead of (x[2i], x[2i+1])
 }
 
 // CosSin fills cos[i] and sin[i], i < Dims/2, for position pos. Compute it
@@ -108,7 +108,7 @@ func (r *Rope) CosSin(pos int, cos, sin []float32) {
 	ext := r.ExtFactor
 	if ext != 0 {
 		low, high = r.yarnCorrDims()
-		mscale *= 1 + 0.1*logf(1/freqScale)
+		mscale *= 1 + 0.1*opsLogf(1/freqScale)
 	}
 	span := max(high-low, 0.001)
 
@@ -137,14 +137,14 @@ func (r *Rope) CosSin(pos int, cos, sin []float32) {
 func (r *Rope) yarnCorrDims() (low, high float32) {
 	dims := float32(r.Dims)
 	corr := func(rot float32) float32 {
-		return dims * logf(float32(r.OrigCtx)/(rot*2*math.Pi)) / (2 * logf(r.Base))
+		return dims * opsLogf(float32(r.OrigCtx)/(rot*2*math.Pi)) / (2 * opsLogf(r.Base))
 	}
 	start := float32(math.Floor(float64(corr(r.BetaFast))))
 	end := float32(math.Ceil(float64(corr(r.BetaSlow))))
 	return max(0, start), min(dims-1, end)
 }
 
-func logf(x float32) float32 { return float32(math.Log(float64(x))) }
+func opsLogf(x float32) float32 { return float32(math.Log(float64(x))) }
 
 // Apply rotates one head x in place by the angles of cos and sin (from
 // CosSin). Dimensions from Dims on are left untouched.
@@ -197,11 +197,11 @@ func Softmax(x []float32) {
 // SiLU replaces each x by x·sigmoid(x).
 func SiLU(x []float32) {
 	for i, v := range x {
-		x[i] = silu(v)
+		x[i] = opsSilu(v)
 	}
 }
 
-func silu(v float32) float32 {
+func opsSilu(v float32) float32 {
 	f := float64(v)
 	return float32(f / (1 + math.Exp(-f)))
 }
@@ -220,13 +220,13 @@ func GELU(x []float32) {
 	}
 }
 
-// SwiGLU sets dst = silu(gate) * up; dst may alias either input.
+// SwiGLU sets dst = opsSilu(gate) * up; dst may alias either input.
 func SwiGLU(dst, gate, up []float32) {
 	n := len(dst)
 	gate = gate[:n]
 	up = up[:n]
 	for i := range dst {
-		dst[i] = silu(gate[i]) * up[i]
+		dst[i] = opsSilu(gate[i]) * up[i]
 	}
 }
 
@@ -339,13 +339,13 @@ func dotF16Generic(a []uint16, b []float32) float32 {
 	var s0, s1, s2, s3 float32
 	i := 0
 	for ; i+3 < len(a); i += 4 {
-		s0 += halfToF32(a[i]) * b[i]
-		s1 += halfToF32(a[i+1]) * b[i+1]
-		s2 += halfToF32(a[i+2]) * b[i+2]
-		s3 += halfToF32(a[i+3]) * b[i+3]
+		s0 += opsHalfToF32(a[i]) * b[i]
+		s1 += opsHalfToF32(a[i+1]) * b[i+1]
+		s2 += opsHalfToF32(a[i+2]) * b[i+2]
+		s3 += opsHalfToF32(a[i+3]) * b[i+3]
 	}
 	for ; i < len(a); i++ {
-		s0 += halfToF32(a[i]) * b[i]
+		s0 += opsHalfToF32(a[i]) * b[i]
 	}
 	return (s0 + s1) + (s2 + s3)
 }
@@ -360,7 +360,7 @@ func axpyF32Generic(dst []float32, a float32, x []float32) {
 func axpyF16Generic(dst []float32, a float32, x []uint16) {
 	x = x[:len(dst)]
 	for i := range dst {
-		dst[i] += a * halfToF32(x[i])
+		dst[i] += a * opsHalfToF32(x[i])
 	}
 }
 
@@ -374,7 +374,7 @@ func f32ToF16Generic(dst []uint16, src []float32) {
 func f16ToF32Generic(dst []float32, src []uint16) {
 	src = src[:len(dst)]
 	for i := range dst {
-		dst[i] = halfToF32(src[i])
+		dst[i] = opsHalfToF32(src[i])
 	}
 }
 
@@ -408,9 +408,9 @@ func opsBest(levels []int) int {
 	return levels[0]
 }
 
-// halfToF32 is quant.F16ToF32 with its common case, a normal number,
+// opsHalfToF32 is quant.F16ToF32 with its common case, a normal number,
 // inlined: rebias the exponent (15 -> 127) and widen the mantissa.
-func halfToF32(h uint16) float32 {
+func opsHalfToF32(h uint16) float32 {
 	if e := h & 0x7c00; e != 0 && e != 0x7c00 {
 		return math.Float32frombits(uint32(h&0x8000)<<16 | (uint32(h&0x7fff)+(127-15)<<10)<<13)
 	}

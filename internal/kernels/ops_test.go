@@ -386,7 +386,7 @@ func TestOpsActivations(t *testing.T) {
 	r := rand.New(rand.NewPCG(15, 16))
 	x := opsRandF32(r, 1000, 12)
 	x = append(x, 0, -0.0, 100, -100, 1e-8, float32(math.Inf(1)))
-	silu := func(v float64) float64 { return v / (1 + math.Exp(-v)) }
+	silu64 := func(v float64) float64 { return v / (1 + math.Exp(-v)) }
 	gelu := func(v float64) float64 {
 		return 0.5 * v * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(v+0.044715*v*v*v)))
 	}
@@ -404,14 +404,14 @@ func TestOpsActivations(t *testing.T) {
 	}
 	s := append([]float32(nil), x...)
 	SiLU(s)
-	check("SiLU", s, func(i int) float64 { return silu(float64(x[i])) })
+	check("SiLU", s, func(i int) float64 { return silu64(float64(x[i])) })
 	g := append([]float32(nil), x...)
 	GELU(g)
 	check("GELU", g, func(i int) float64 { return gelu(float64(x[i])) })
 	up := opsRandF32(r, len(x), 3)
 	d := make([]float32, len(x))
 	SwiGLU(d, x, up)
-	check("SwiGLU", d, func(i int) float64 { return float64(float32(silu(float64(x[i])))) * float64(up[i]) })
+	check("SwiGLU", d, func(i int) float64 { return float64(float32(silu64(float64(x[i])))) * float64(up[i]) })
 	// In place over gate.
 	gate := append([]float32(nil), x...)
 	SwiGLU(gate, gate, up)
