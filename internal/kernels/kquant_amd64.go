@@ -37,15 +37,3 @@ func init() {
 	registerFast(quant.Q6_K, avx512, &dotImpl{name: "avx512vnni", act: quant.Q8_K, dot: kqWrap(kqQ6KAVX512VNNI, kqQ6KSize)})
 	registerFast(quant.Q6_K, avx2, &dotImpl{name: "avx2", act: quant.Q8_K, dot: kqWrap(kqQ6KAVX2, kqQ6KSize)})
 }
-
-// kqWrap adapts an assembly kernel to the dotImpl signature, checking the
-// operand lengths in Go so the assembly never reads past a slice.
-func kqWrap(k func(w, x *byte, nb int) float32, wsize int) func(n int, w, x []byte) float32 {
-	return func(n int, w, x []byte) float32 {
-		nb := kqBlocks(n, w, x, wsize)
-		if nb == 0 {
-			return 0
-		}
-		return k(&w[0], &x[0], nb)
-	}
-}

@@ -231,3 +231,15 @@ func dotIQ4XSRef(n int, w, x []byte) float32 {
 	}
 	return sumf
 }
+
+// kqWrap adapts an assembly kernel to the dotImpl signature, checking the
+// operand lengths in Go so the assembly never reads past a slice.
+func kqWrap(k func(w, x *byte, nb int) float32, wsize int) func(n int, w, x []byte) float32 {
+	return func(n int, w, x []byte) float32 {
+		nb := kqBlocks(n, w, x, wsize)
+		if nb == 0 {
+			return 0
+		}
+		return k(&w[0], &x[0], nb)
+	}
+}

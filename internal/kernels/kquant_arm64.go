@@ -1,0 +1,24 @@
+package kernels
+
+import (
+	"golang.org/x/sys/cpu"
+
+	"braid/internal/quant"
+)
+
+// Assembly kernels in kquant_arm64.s. Each takes nb >= 1 whole super-blocks
+// of weights at w and Q8_K activations at x; the Go wrappers check lengths.
+
+//go:noescape
+func kqQ4KNEONDot(w, x *byte, nb int) float32
+
+//go:noescape
+func kqQ6KNEONDot(w, x *byte, nb int) float32
+
+func init() {
+	// SDOT is the ARMv8.2 dot-product extension (asimddp), which every
+	// core this targets (Neoverse, Cortex-X/A7x, Apple) has.
+	dp := cpu.ARM64.HasASIMD && cpu.ARM64.HasASIMDDP
+	registerFast(quant.Q4_K, dp, &dotImpl{name: "neon-dotprod", act: quant.Q8_K, dot: kqWrap(kqQ4KNEONDot, kqQ4KSize)})
+	registerFast(quant.Q6_K, dp, &dotImpl{name: "neon-dotprod", act: quant.Q8_K, dot: kqWrap(kqQ6KNEONDot, kqQ6KSize)})
+}
