@@ -1,0 +1,53 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+	"strings"
+
+	"braid/internal/kernels"
+	"braid/internal/sysinfo"
+)
+
+func init() {
+	register("doctor", "print this node's CPU features, chosen kernels, memory and build", runDoctor)
+}
+
+func runDoctor(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("doctor", "", stderr)
+	if _, err := parseInterspersed(fs, args); err != nil {
+		return err
+	}
+	writeDoctor(stdout)
+	return nil
+}
+
+// writeDoctor prints every choice braid made on this node, so nothing falls
+// back silently: a kernel running generic code shows here as "generic".
+func writeDoctor(w io.Writer) {
+	b := sysinfo.ReadBuild()
+	fmt.Fprintf(w, "build:    %s\n", b.Digest())
+	fmt.Fprintf(w, "platform: %s/%s, %d logical CPUs\n", runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
+	fmt.Fprintf(w, "cpu:      %s\n", strings.Join(kernels.Features(), " "))
+	if kernels.ForcedGeneric() {
+		fmt.Fprintln(w, "kernels:  BRAID_KERNELS=generic: every kernel forced to the pure-Go reference")
+	} else {
+		fmt.Fprintln(w, "kernels:")
+	}
+	for _, c := range kernels.Selected() {
+		fmt.Fprintf(w, "  %-7s %-12s activations as %s\n", c.Type, c.Impl, c.Act)
+	}
+	m, err := sysinfo.ReadMemory()
+	if err != nil {
+		fmt.Fprintf(w, "memory:   unknown (%v)\n", err)
+		return
+	}
+	fmt.Fprintf(w, "memory:   %s available of %s (MemAvailable)\n", sysinfo.FormatBytes(m.Available), sysinfo.FormatBytes(m.Total))
+	if m.CgroupLimit > 0 {
+		fmt.Fprintf(w, "cgroup:   limit %s, in use %s\n", sysinfo.FormatBytes(m.CgroupLimit), sysinfo.FormatBytes(m.CgroupUsage))
+	} else {
+		fmt.Fprintln(w, "cgroup:   no memory limit")
+	}
+	fmt.Fprintf(w, "usable:   %s for model weights, KV cache and scratch\n", sysinfo.FormatBytes(m.Usable()))
+}

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"runtime"
+
+	"braid/internal/gguf"
+	"braid/internal/kernels"
+	"braid/internal/kvcache"
+	"braid/internal/model"
+	"braid/internal/sysinfo"
+)
+
+// modelFlags are the flags of every command that loads a model.
+type modelFlags struct {
+	path    string
+	threads int
+	ctx     int
+	kvF32   bool
+	batch   int
+}
+
+func (f *modelFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.path, "m", "", "model file (GGUF; any part of a split model)")
+	fs.IntVar(&f.threads, "t", runtime.NumCPU(), "threads")
+	fs.IntVar(&f.ctx, "c", 0, "context length in tokens (default: the model's, at most 4096)")
+	fs.BoolVar(&f.kvF32, "kv-f32", false, "keep the KV cache in float32 instead of float16")
+	fs.IntVar(&f.batch, "b", 512, "most tokens evaluated in one step (prefill chunk)")
+}
+
+// loaded is a model ready to run, with what it owns.
+type loaded struct {
+	file  *gguf.Model
+	model *model.Model
+	pool  *kernels.Pool
+	cache *kvcache.Cache
+	ctx   int
+}
+
+func (l *loaded) Close() {
+	l.pool.Close()
+	l.file.Close()
+}
+
+// loadModel opens and binds a model, refusing before anything large is
+// allocated when it does not fit this node's memory.
+func loadModel(f *modelFlags, seqs int, stderr io.Writer) (*loaded, error) {
+	if f.path == "" {
+		return nil, usagef("-m MODEL is required")
+	}
+	if f.threads <= 0 {
+		return nil, usagef("-t %d: need at least one thread", f.threads)
+	}
+	file, err := gguf.Open(f.path)
+	if err != nil {
+		return nil, err
+	}
+	est := estimateMemory(file, f.ctx)
+	if mem, err := sysinfo.ReadMemory(); err == nil && mem.Usable() > 0 && uint64(est.total()) > mem.Usable() {
+		file.Close()
+		return nil, fmt.Errorf("%s does not fit this node: needs %s (weights %s, KV cache %s at context %d, scratch %s) but %s is usable",
+			f.path, sysinfo.FormatBytes(uint64(est.total())), sysinfo.FormatBytes(uint64(est.weights)), sysinfo.FormatBytes(uint64(est.kv)),
+			est.ctx, sysinfo.FormatBytes(uint64(est.scratch)), sysinfo.FormatBytes(mem.Usable()))
+	}
+	pool := kernels.NewPool(f.threads)
+	m, err := model.New(file, pool, model.Options{MaxBatch: f.batch})
+	if err != nil {
+		pool.Close()
+		file.Close()
+		return nil, err
+	}
+	ctx := est.ctx
+	cache, err := m.NewCache(ctx*max(seqs, 1), f.kvF32)
+	if err != nil {
+		pool.Close()
+		file.Close()
+		return nil, err
+	}
+	return &loaded{file: file, model: m, pool: pool, cache: cache, ctx: ctx}, nil
+}
