@@ -163,4 +163,3 @@ func maxDiff(a, b []float32) (float64, int) {
 	}
 	return worst, at
 }
-
