@@ -331,10 +331,19 @@ func (d *decoder) array(depth int, what func() string) (Value, error) {
 		start := d.off
 		ends := make([]int, n)
 		for i := range n {
+			// Fast path for the common case; the checked reader below
+			// only runs to describe the failure.
+			if d.left() >= 8 {
+				if l := le.Uint64(d.data[d.off:]); l <= uint64(d.left()-8) {
+					d.off += 8 + int(l)
+					ends[i] = d.off - start
+					continue
+				}
+			}
 			if _, err := d.str(func() string { return fmt.Sprintf("%s element %d", what(), i) }); err != nil {
 				return Value{}, err
 			}
-			ends[i] = d.off - start
+			return Value{}, d.errorf("%s element %d: internal error: string bounds disagree", what(), i)
 		}
 		blob := string(d.data[start:d.off])
 		a.strs = make([]string, n)
