@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"braid/internal/gguf"
 	"braid/internal/quant"
 )
 
@@ -348,71 +349,21 @@ func TestKQuantFastOffsets(t *testing.T) {
 
 const kqTestdata = "../../../shared/testdata/quants"
 
-// kqGGUF is a minimal GGUF tensor reader for these tests only.
-// TODO: use internal/gguf once it lands.
+// kqGGUF returns the tensors of a reference GGUF file by name; it skips the
+// test when the shared test data is not there.
 func kqGGUF(t *testing.T, path string) map[string][]byte {
 	t.Helper()
-	raw, err := os.ReadFile(path)
-	if err != nil {
+	if _, err := os.Stat(path); err != nil {
 		t.Skipf("reference data not available (%v); it lives in ../shared/testdata/quants", err)
 	}
-	p := 0
-	u32 := func() uint32 { v := binary.LittleEndian.Uint32(raw[p:]); p += 4; return v }
-	u64 := func() uint64 { v := binary.LittleEndian.Uint64(raw[p:]); p += 8; return v }
-	str := func() string { l := int(u64()); s := string(raw[p : p+l]); p += l; return s }
-	if string(raw[:4]) != "GGUF" {
-		t.Fatalf("%s: not a GGUF file", path)
+	m, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
 	}
-	p = 8
-	nt, nkv := int(u64()), int(u64())
-	align := uint64(32)
-	sizes := map[uint32]int{0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-	var skip func(typ uint32)
-	skip = func(typ uint32) {
-		switch typ {
-		case 8:
-			str()
-		case 9:
-			et, cnt := u32(), int(u64())
-			for i := 0; i < cnt; i++ {
-				skip(et)
-			}
-		default:
-			p += sizes[typ]
-		}
-	}
-	for i := 0; i < nkv; i++ {
-		key, typ := str(), u32()
-		if key == "general.alignment" && typ == 4 {
-			align = uint64(u32())
-			continue
-		}
-		skip(typ)
-	}
-	type info struct {
-		typ   quant.Type
-		n     int64
-		start uint64
-	}
-	infos := map[string]info{}
-	for i := 0; i < nt; i++ {
-		name := str()
-		nd := int(u32())
-		n := int64(1)
-		for j := 0; j < nd; j++ {
-			n *= int64(u64())
-		}
-		typ := quant.Type(u32())
-		infos[name] = info{typ, n, u64()}
-	}
-	base := (uint64(p) + align - 1) / align * align
+	t.Cleanup(func() { m.Close() })
 	out := map[string][]byte{}
-	for name, in := range infos {
-		sz, err := in.typ.RowBytes(in.n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[name] = raw[base+in.start : base+in.start+uint64(sz)]
+	for _, tn := range m.Tensors {
+		out[tn.Name] = tn.Data
 	}
 	return out
 }
