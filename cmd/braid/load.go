@@ -24,7 +24,7 @@ type modelFlags struct {
 
 func (f *modelFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.path, "m", "", "model file (GGUF; any part of a split model)")
-	fs.IntVar(&f.threads, "t", runtime.NumCPU(), "threads")
+	fs.IntVar(&f.threads, "t", defaultThreads(), "threads")
 	fs.IntVar(&f.ctx, "c", 0, "context length in tokens (default: the model's, at most 4096)")
 	fs.BoolVar(&f.kvF32, "kv-f32", false, "keep the KV cache in float32 instead of float16")
 	fs.IntVar(&f.batch, "b", 512, "most tokens evaluated in one step (prefill chunk)")
@@ -80,3 +80,6 @@ func loadModel(f *modelFlags, seqs int, stderr io.Writer) (*loaded, error) {
 	}
 	return &loaded{file: file, model: m, pool: pool, cache: cache, ctx: ctx}, nil
 }
+
+// defaultThreads is the number of cores this process may use.
+func defaultThreads() int { return runtime.NumCPU() }

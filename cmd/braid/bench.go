@@ -1,0 +1,223 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"braid/internal/gguf"
+	"braid/internal/kernels"
+	"braid/internal/model"
+)
+
+func init() {
+	register("bench", "measure prefill and decode speed (median and range over runs)", runBench)
+}
+
+// benchRow is one configuration's result; the JSON names are part of the
+// command's interface.
+type benchRow struct {
+	Model            string  `json:"model"`
+	Threads          int     `json:"threads"`
+	PromptTokens     int     `json:"prompt_tokens"`
+	GenTokens        int     `json:"gen_tokens"`
+	Runs             int     `json:"runs"`
+	PrefillTPSMedian float64 `json:"prefill_tps_median"`
+	PrefillTPSMin    float64 `json:"prefill_tps_min"`
+	PrefillTPSMax    float64 `json:"prefill_tps_max"`
+	DecodeTPSMedian  float64 `json:"decode_tps_median"`
+	DecodeTPSMin     float64 `json:"decode_tps_min"`
+	DecodeTPSMax     float64 `json:"decode_tps_max"`
+	PeakRSSBytes     uint64  `json:"peak_rss_bytes"`
+}
+
+func parseInts(flagName, s string, min int) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || v < min {
+			return nil, usagef("-%s: %q is not a number >= %d", flagName, f, min)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func runBench(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("bench", "-m MODEL [-p 512] [-n 128] [-r 5] [-t THREADS] [--json]", stderr)
+	path := fs.String("m", "", "model file")
+	pFlag := fs.String("p", "512", "prompt lengths, comma-separated (0 = no prefill test)")
+	nFlag := fs.String("n", "128", "generated lengths, comma-separated (0 = no decode test)")
+	tFlag := fs.String("t", strconv.Itoa(defaultThreads()), "thread counts, comma-separated")
+	reps := fs.Int("r", 5, "runs per configuration (after one warm-up run)")
+	asJSON := fs.Bool("json", false, "print a JSON array, one object per row")
+	kvF32 := fs.Bool("kv-f32", false, "float32 KV cache")
+	if _, err := parseInterspersed(fs, args); err != nil {
+		return err
+	}
+	if *path == "" {
+		return usagef("-m MODEL is required")
+	}
+	if *reps < 1 {
+		return usagef("-r %d: need at least one run", *reps)
+	}
+	ps, err := parseInts("p", *pFlag, 0)
+	if err != nil {
+		return err
+	}
+	ns, err := parseInts("n", *nFlag, 0)
+	if err != nil {
+		return err
+	}
+	ts, err := parseInts("t", *tFlag, 1)
+	if err != nil {
+		return err
+	}
+	file, err := gguf.Open(*path)
+	if err != nil {
+		return err
+	}
+	defer file.Close()
+	var rows []benchRow
+	for _, t := range ts {
+		pool := kernels.NewPool(t)
+		m, err := model.New(file, pool, model.Options{})
+		if err != nil {
+			pool.Close()
+			return err
+		}
+		longest := 1
+		for _, p := range ps {
+			for _, n := range ns {
+				longest = max(longest, p+n)
+			}
+		}
+		cache, err := m.NewCache(longest, *kvF32)
+		if err != nil {
+			pool.Close()
+			return err
+		}
+		rng := rand.New(rand.NewPCG(1, 2))
+		logits := make([]float32, m.Cfg.Vocab)
+		var b model.Batch
+		prefill := func(p int) time.Duration {
+			cache.Drop(0)
+			b.Reset()
+			for i := 0; i < p; i++ {
+				b.Add(int32(rng.IntN(m.Cfg.Vocab)), int32(i), 0, i == p-1)
+			}
+			start := time.Now()
+			if err := m.Forward(cache, &b, logits); err != nil {
+				panic(err) // validated shapes: an error here is a bug
+			}
+			return time.Since(start)
+		}
+		decode := func(n int) time.Duration {
+			cache.Drop(0)
+			start := time.Now()
+			for i := 0; i < n; i++ {
+				b.Reset()
+				b.Add(int32(rng.IntN(m.Cfg.Vocab)), int32(i), 0, true)
+				if err := m.Forward(cache, &b, logits); err != nil {
+					panic(err)
+				}
+			}
+			return time.Since(start)
+		}
+		for _, p := range ps {
+			for _, n := range ns {
+				row := benchRow{Model: filepath.Base(*path), Threads: t, PromptTokens: p, GenTokens: n, Runs: *reps}
+				var pp, tg []float64
+				for r := -1; r < *reps; r++ { // run -1 warms caches and page-ins
+					var dp, dn time.Duration
+					if p > 0 {
+						dp = prefill(p)
+					}
+					if n > 0 {
+						dn = decode(n)
+					}
+					if r >= 0 {
+						if p > 0 {
+							pp = append(pp, float64(p)/dp.Seconds())
+						}
+						if n > 0 {
+							tg = append(tg, float64(n)/dn.Seconds())
+						}
+					}
+				}
+				row.PrefillTPSMedian, row.PrefillTPSMin, row.PrefillTPSMax = medianRange(pp)
+				row.DecodeTPSMedian, row.DecodeTPSMin, row.DecodeTPSMax = medianRange(tg)
+				row.PeakRSSBytes = peakRSS()
+				rows = append(rows, row)
+				if !*asJSON {
+					fmt.Fprintf(stderr, "done: t=%d p=%d n=%d\n", t, p, n)
+				}
+			}
+		}
+		cache.Drop(0)
+		pool.Close()
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "model\tthreads\tprompt\tgen\tprefill tok/s (median [min-max])\tdecode tok/s (median [min-max])\tpeak RSS\t")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%s\t\n", r.Model, r.Threads, r.PromptTokens, r.GenTokens,
+			fmtRange(r.PrefillTPSMedian, r.PrefillTPSMin, r.PrefillTPSMax), fmtRange(r.DecodeTPSMedian, r.DecodeTPSMin, r.DecodeTPSMax),
+			formatMiB(r.PeakRSSBytes))
+	}
+	return tw.Flush()
+}
+
+func fmtRange(med, lo, hi float64) string {
+	if med == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f [%.2f-%.2f]", med, lo, hi)
+}
+
+func formatMiB(b uint64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
+
+// medianRange returns the median, minimum and maximum (zeros when empty).
+func medianRange(xs []float64) (med, lo, hi float64) {
+	if len(xs) == 0 {
+		return 0, 0, 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	n := len(s)
+	med = s[n/2]
+	if n%2 == 0 {
+		med = (s[n/2-1] + s[n/2]) / 2
+	}
+	return med, s[0], s[n-1]
+}
+
+// peakRSS reads the process's high-water resident set (VmHWM).
+func peakRSS() uint64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			f := strings.Fields(rest)
+			if len(f) >= 1 {
+				v, _ := strconv.ParseUint(f[0], 10, 64)
+				return v * 1024
+			}
+		}
+	}
+	return 0
+}
