@@ -13,6 +13,9 @@ import (
 func kqQ4KNEONDot(w, x *byte, nb int) float32
 
 //go:noescape
+func kqQ5KNEONDot(w, x *byte, nb int) float32
+
+//go:noescape
 func kqQ6KNEONDot(w, x *byte, nb int) float32
 
 func init() {
@@ -20,5 +23,6 @@ func init() {
 	// core this targets (Neoverse, Cortex-X/A7x, Apple) has.
 	dp := cpu.ARM64.HasASIMD && cpu.ARM64.HasASIMDDP
 	registerFast(quant.Q4_K, dp, &dotImpl{name: "neon-dotprod", act: quant.Q8_K, dot: kqWrap(kqQ4KNEONDot, kqQ4KSize)})
+	registerFast(quant.Q5_K, dp, &dotImpl{name: "neon-dotprod", act: quant.Q8_K, dot: kqWrap(kqQ5KNEONDot, kqQ5KSize)})
 	registerFast(quant.Q6_K, dp, &dotImpl{name: "neon-dotprod", act: quant.Q8_K, dot: kqWrap(kqQ6KNEONDot, kqQ6KSize)})
 }

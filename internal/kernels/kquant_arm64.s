@@ -133,6 +133,180 @@ q4kloop:
 	FMOVS F0, ret+24(FP)
 	RET
 
+// func kqQ5KNEONDot(w, x *byte, nb int) float32
+//
+// As Q4_K, with the fifth bit of each code from qh shifted into bit 4.
+TEXT ·kqQ5KNEONDot(SB), NOSPLIT, $0-28
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD nb+16(FP), R2
+	MOVD $0x3f3f3f3f3f3f3f3f, R11
+	MOVD $0x0303030303030303, R12
+	MOVD $0x0f0f0f0f0f0f0f0f, R13
+	WORD $0x4f00e5ff // movi v31.16b, #0x0f
+	VEOR V30.B16, V30.B16, V30.B16
+	VEOR V29.B16, V29.B16, V29.B16
+	WORD $0x4f00e7ef // movi v15.16b, #0x1f
+
+q5kloop:
+	// 6-bit scales and mins, two 32-bit halves at a time:
+	// low6 = [sc0-3, m0-3], hi = [sc4-7, m4-7].
+	MOVD 4(R0), R8
+	MOVWU 12(R0), R9
+	AND R11, R8, R10
+	LSR $6, R8, R8
+	AND R12, R8, R8
+	LSL $4, R8, R8
+	LSR $4, R9, R3
+	ORR R3<<32, R9, R9
+	AND R13, R9, R9
+	ORR R8, R9, R9
+	MOVWU R10, R3
+	ORR R9<<32, R3, R3
+	LSR $32, R10, R4
+	LSR $32, R9, R5
+	ORR R5<<32, R4, R4
+	VMOV R3, V20.D[0]
+	VMOV R4, V20.D[1]
+	WORD $0x2f08a695 // ushll v21.8h, v20.8b, #0
+	WORD $0x6f08a696 // ushll2 v22.8h, v20.16b, #0
+	WORD $0x2f10a6b7 // ushll v23.4s, v21.4h, #0
+	WORD $0x6f10a6b8 // ushll2 v24.4s, v21.8h, #0
+	WORD $0x2f10a6d9 // ushll v25.4s, v22.4h, #0
+	WORD $0x6f10a6da // ushll2 v26.4s, v22.8h, #0
+	// mins . (bsum pairs), scaled by dmin*yd and subtracted
+	ADD $260, R1, R6
+	VLD1 (R6), [V16.H8, V17.H8]
+	WORD $0x4e602a10 // saddlp v16.4s, v16.8h
+	WORD $0x4e602a31 // saddlp v17.4s, v17.8h
+	WORD $0x4eb99e10 // mul v16.4s, v16.4s, v25.4s
+	WORD $0x4eba9630 // mla v16.4s, v17.4s, v26.4s
+	WORD $0x4e21da10 // scvtf v16.4s, v16.4s
+	MOVWU (R0), R7
+	VMOV R7, V18.S[0]
+	WORD $0x0e217a52 // fcvtl v18.4s, v18.4h
+	FMOVS (R1), F19
+	WORD $0x4f939252 // fmul v18.4s, v18.4s, v19.s[0]
+	WORD $0x4fb2521d // fmls v29.4s, v16.4s, v18.s[1]
+	ADD $48, R0, R5
+	ADD $4, R1, R6
+	ADD $16, R0, R7
+	VLD1 (R7), [V8.B16, V9.B16]
+	VLD1.P 32(R5), [V0.B16, V1.B16]
+	VLD1.P 64(R6), [V2.B16, V3.B16, V4.B16, V5.B16]
+	WORD $0x4e3f1c06 // and v6.16b, v0.16b, v31.16b
+	WORD $0x4e3f1c27 // and v7.16b, v1.16b, v31.16b
+	WORD $0x6f0c0400 // ushr v0.16b, v0.16b, #4
+	WORD $0x6f0c0421 // ushr v1.16b, v1.16b, #4
+	WORD $0x6f0c5506 // sli v6.16b, v8.16b, #4
+	WORD $0x4e2f1cc6 // and v6.16b, v6.16b, v15.16b
+	WORD $0x6f0c5527 // sli v7.16b, v9.16b, #4
+	WORD $0x4e2f1ce7 // and v7.16b, v7.16b, v15.16b
+	WORD $0x6f0f050a // ushr v10.16b, v8.16b, #1
+	WORD $0x6f0c5540 // sli v0.16b, v10.16b, #4
+	WORD $0x4e2f1c00 // and v0.16b, v0.16b, v15.16b
+	WORD $0x6f0f052b // ushr v11.16b, v9.16b, #1
+	WORD $0x6f0c5561 // sli v1.16b, v11.16b, #4
+	WORD $0x4e2f1c21 // and v1.16b, v1.16b, v15.16b
+	WORD $0x6f00e41b // movi v27.2d, #0
+	WORD $0x4e8294db // sdot v27.4s, v6.16b, v2.16b
+	WORD $0x4e8394fb // sdot v27.4s, v7.16b, v3.16b
+	WORD $0x6f00e41a // movi v26.2d, #0
+	WORD $0x4e84941a // sdot v26.4s, v0.16b, v4.16b
+	WORD $0x4e85943a // sdot v26.4s, v1.16b, v5.16b
+	WORD $0x4f97837c // mul v28.4s, v27.4s, v23.s[0]
+	WORD $0x4fb78359 // mul v25.4s, v26.4s, v23.s[1]
+	VLD1.P 32(R5), [V0.B16, V1.B16]
+	VLD1.P 64(R6), [V2.B16, V3.B16, V4.B16, V5.B16]
+	WORD $0x4e3f1c06 // and v6.16b, v0.16b, v31.16b
+	WORD $0x4e3f1c27 // and v7.16b, v1.16b, v31.16b
+	WORD $0x6f0c0400 // ushr v0.16b, v0.16b, #4
+	WORD $0x6f0c0421 // ushr v1.16b, v1.16b, #4
+	WORD $0x6f0e050a // ushr v10.16b, v8.16b, #2
+	WORD $0x6f0c5546 // sli v6.16b, v10.16b, #4
+	WORD $0x4e2f1cc6 // and v6.16b, v6.16b, v15.16b
+	WORD $0x6f0e052b // ushr v11.16b, v9.16b, #2
+	WORD $0x6f0c5567 // sli v7.16b, v11.16b, #4
+	WORD $0x4e2f1ce7 // and v7.16b, v7.16b, v15.16b
+	WORD $0x6f0d050a // ushr v10.16b, v8.16b, #3
+	WORD $0x6f0c5540 // sli v0.16b, v10.16b, #4
+	WORD $0x4e2f1c00 // and v0.16b, v0.16b, v15.16b
+	WORD $0x6f0d052b // ushr v11.16b, v9.16b, #3
+	WORD $0x6f0c5561 // sli v1.16b, v11.16b, #4
+	WORD $0x4e2f1c21 // and v1.16b, v1.16b, v15.16b
+	WORD $0x6f00e41b // movi v27.2d, #0
+	WORD $0x4e8294db // sdot v27.4s, v6.16b, v2.16b
+	WORD $0x4e8394fb // sdot v27.4s, v7.16b, v3.16b
+	WORD $0x6f00e41a // movi v26.2d, #0
+	WORD $0x4e84941a // sdot v26.4s, v0.16b, v4.16b
+	WORD $0x4e85943a // sdot v26.4s, v1.16b, v5.16b
+	WORD $0x6f970b7c // mla v28.4s, v27.4s, v23.s[2]
+	WORD $0x6fb70b59 // mla v25.4s, v26.4s, v23.s[3]
+	VLD1.P 32(R5), [V0.B16, V1.B16]
+	VLD1.P 64(R6), [V2.B16, V3.B16, V4.B16, V5.B16]
+	WORD $0x4e3f1c06 // and v6.16b, v0.16b, v31.16b
+	WORD $0x4e3f1c27 // and v7.16b, v1.16b, v31.16b
+	WORD $0x6f0c0400 // ushr v0.16b, v0.16b, #4
+	WORD $0x6f0c0421 // ushr v1.16b, v1.16b, #4
+	WORD $0x6f0c050a // ushr v10.16b, v8.16b, #4
+	WORD $0x6f0c5546 // sli v6.16b, v10.16b, #4
+	WORD $0x4e2f1cc6 // and v6.16b, v6.16b, v15.16b
+	WORD $0x6f0c052b // ushr v11.16b, v9.16b, #4
+	WORD $0x6f0c5567 // sli v7.16b, v11.16b, #4
+	WORD $0x4e2f1ce7 // and v7.16b, v7.16b, v15.16b
+	WORD $0x6f0b050a // ushr v10.16b, v8.16b, #5
+	WORD $0x6f0c5540 // sli v0.16b, v10.16b, #4
+	WORD $0x4e2f1c00 // and v0.16b, v0.16b, v15.16b
+	WORD $0x6f0b052b // ushr v11.16b, v9.16b, #5
+	WORD $0x6f0c5561 // sli v1.16b, v11.16b, #4
+	WORD $0x4e2f1c21 // and v1.16b, v1.16b, v15.16b
+	WORD $0x6f00e41b // movi v27.2d, #0
+	WORD $0x4e8294db // sdot v27.4s, v6.16b, v2.16b
+	WORD $0x4e8394fb // sdot v27.4s, v7.16b, v3.16b
+	WORD $0x6f00e41a // movi v26.2d, #0
+	WORD $0x4e84941a // sdot v26.4s, v0.16b, v4.16b
+	WORD $0x4e85943a // sdot v26.4s, v1.16b, v5.16b
+	WORD $0x6f98037c // mla v28.4s, v27.4s, v24.s[0]
+	WORD $0x6fb80359 // mla v25.4s, v26.4s, v24.s[1]
+	VLD1.P 32(R5), [V0.B16, V1.B16]
+	VLD1.P 64(R6), [V2.B16, V3.B16, V4.B16, V5.B16]
+	WORD $0x4e3f1c06 // and v6.16b, v0.16b, v31.16b
+	WORD $0x4e3f1c27 // and v7.16b, v1.16b, v31.16b
+	WORD $0x6f0c0400 // ushr v0.16b, v0.16b, #4
+	WORD $0x6f0c0421 // ushr v1.16b, v1.16b, #4
+	WORD $0x6f0a050a // ushr v10.16b, v8.16b, #6
+	WORD $0x6f0c5546 // sli v6.16b, v10.16b, #4
+	WORD $0x4e2f1cc6 // and v6.16b, v6.16b, v15.16b
+	WORD $0x6f0a052b // ushr v11.16b, v9.16b, #6
+	WORD $0x6f0c5567 // sli v7.16b, v11.16b, #4
+	WORD $0x4e2f1ce7 // and v7.16b, v7.16b, v15.16b
+	WORD $0x6f09050a // ushr v10.16b, v8.16b, #7
+	WORD $0x6f0c5540 // sli v0.16b, v10.16b, #4
+	WORD $0x4e2f1c00 // and v0.16b, v0.16b, v15.16b
+	WORD $0x6f09052b // ushr v11.16b, v9.16b, #7
+	WORD $0x6f0c5561 // sli v1.16b, v11.16b, #4
+	WORD $0x4e2f1c21 // and v1.16b, v1.16b, v15.16b
+	WORD $0x6f00e41b // movi v27.2d, #0
+	WORD $0x4e8294db // sdot v27.4s, v6.16b, v2.16b
+	WORD $0x4e8394fb // sdot v27.4s, v7.16b, v3.16b
+	WORD $0x6f00e41a // movi v26.2d, #0
+	WORD $0x4e84941a // sdot v26.4s, v0.16b, v4.16b
+	WORD $0x4e85943a // sdot v26.4s, v1.16b, v5.16b
+	WORD $0x6f980b7c // mla v28.4s, v27.4s, v24.s[2]
+	WORD $0x6fb80b59 // mla v25.4s, v26.4s, v24.s[3]
+	WORD $0x4eb9879c // add v28.4s, v28.4s, v25.4s
+	WORD $0x4e21db9c // scvtf v28.4s, v28.4s
+	WORD $0x4f92139e // fmla v30.4s, v28.4s, v18.s[0]
+	ADD $176, R0
+	ADD $292, R1
+	SUBS $1, R2
+	BNE q5kloop
+	WORD $0x4e3dd7de // fadd v30.4s, v30.4s, v29.4s
+	WORD $0x6e3ed7de // faddp v30.4s, v30.4s, v30.4s
+	WORD $0x7e30dbc0 // faddp s0, v30.2s
+	FMOVS F0, ret+24(FP)
+	RET
+
 // func kqQ6KNEONDot(w, x *byte, nb int) float32
 //
 // The 6-bit codes are used unsigned (0..63); the -32 offset is applied once
