@@ -35,6 +35,30 @@ func vdQ8_0AVX2(n int, w, x []byte) float32
 //go:noescape
 func vdQ4_0AVX2(n int, w, x []byte) float32
 
+// Prefill tiles (mm_amd64.s): dst[c*ldd+r] for a 4x4 tile, nb even.
+
+//go:noescape
+func mmQ8_0VNNI(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
+
+//go:noescape
+func mmQ4_0VNNI(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
+
+func mmQ8_0(n int, w []byte, ldw int, x []byte, ldx int, dst []float32, ldd int, rows, cols int) {
+	if nb := n / 32; rows == 4 && cols == 4 && nb%2 == 0 && nb > 0 {
+		mmQ8_0VNNI(&w[0], ldw, &x[0], ldx, &dst[0], ldd, nb)
+		return
+	}
+	mmByDot(vdQ8_0VNNI, n, w, ldw, x, ldx, dst, ldd, rows, cols)
+}
+
+func mmQ4_0(n int, w []byte, ldw int, x []byte, ldx int, dst []float32, ldd int, rows, cols int) {
+	if nb := n / 32; rows == 4 && cols == 4 && nb%2 == 0 && nb > 0 {
+		mmQ4_0VNNI(&w[0], ldw, &x[0], ldx, &dst[0], ldd, nb)
+		return
+	}
+	mmByDot(vdQ4_0VNNI, n, w, ldw, x, ldx, dst, ldd, rows, cols)
+}
+
 //go:noescape
 func readSumAVX2(a []int64) int64
 
@@ -49,8 +73,10 @@ func init() {
 	// The AVX-512 kernels use byte/word ops (BW), 256-bit EVEX forms for the
 	// odd last block (VL) and VPDPBUSD (VNNI); F16C converts the scales.
 	vnni := x.HasAVX512F && x.HasAVX512BW && x.HasAVX512VL && x.HasAVX512VNNI && x.HasF16C && x.HasFMA
-	registerFast(quant.Q8_0, vnni, &dotImpl{name: "avx512vnni", act: quant.Q8_0, dot: vdQ8_0VNNI})
-	registerFast(quant.Q4_0, vnni, &dotImpl{name: "avx512vnni", act: quant.Q8_0, dot: vdQ4_0VNNI})
+	registerFast(quant.Q8_0, vnni, &dotImpl{name: "avx512vnni", act: quant.Q8_0, dot: vdQ8_0VNNI,
+		mm: mmQ8_0, mmRows: 4, mmCols: 4})
+	registerFast(quant.Q4_0, vnni, &dotImpl{name: "avx512vnni", act: quant.Q8_0, dot: vdQ4_0VNNI,
+		mm: mmQ4_0, mmRows: 4, mmCols: 4})
 	avx512 := x.HasAVX512F && x.HasAVX512BW && x.HasF16C && x.HasFMA
 	registerFast(quant.F32, avx512, &dotImpl{name: "avx512", act: quant.F32, dot: vdF32AVX512})
 	registerFast(quant.F16, avx512, &dotImpl{name: "avx512", act: quant.F16, dot: vdF16AVX512})

@@ -86,7 +86,7 @@ func (p *Pool) MatMul(dst []float32, w *Matrix, x []float32, n int) {
 	// activation vector streams past them.
 	step := max(16, w.Rows/(8*p.threads))
 	if n > 1 {
-		step = 32
+		step = 64
 		if impl.mm != nil {
 			step = max(impl.mmRows, step/impl.mmRows*impl.mmRows)
 		}
@@ -162,6 +162,17 @@ func runMatMul(p *Pool, c int) {
 		d := j.dst[v*j.rows:]
 		for r := r0; r < r1; r++ {
 			d[r] = dot(cols, j.w[r*ldw:(r+1)*ldw], x)
+		}
+	}
+}
+
+// mmByDot is the tile function for kernels without a register-blocked one,
+// and for the partial tiles at the edges of those that have one.
+func mmByDot(dot func(n int, w, x []byte) float32, n int, w []byte, ldw int, x []byte, ldx int, dst []float32, ldd int, rows, cols int) {
+	for c := 0; c < cols; c++ {
+		xc := x[c*ldx : c*ldx+ldx]
+		for r := 0; r < rows; r++ {
+			dst[c*ldd+r] = dot(n, w[r*ldw:r*ldw+ldw], xc)
 		}
 	}
 }
