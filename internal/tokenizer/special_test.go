@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -161,5 +162,32 @@ func TestMergeThroughNonToken(t *testing.T) {
 	}
 	if got := tk.Encode("ab", false, false); !eqIDs(got, []int32{0, 1}) {
 		t.Errorf("Encode(ab) = %v, want [0 1]", got)
+	}
+}
+
+// TestConcurrentEncode: one Tokenizer serves many requests at once.
+func TestConcurrentEncode(t *testing.T) {
+	for _, name := range []string{"llama-bpe", "llama-spm"} {
+		tk := loadVocab(t, name)
+		cases := readGolden(t, name)
+		done := make(chan error, 4)
+		for g := 0; g < 4; g++ {
+			go func() {
+				for i := 0; i < 5; i++ {
+					for _, c := range cases {
+						if got := tk.Encode(c.text, false, false); !eqIDs(got, c.ids) {
+							done <- fmt.Errorf("%s: Encode(%q) = %v, want %v", name, c.text, got, c.ids)
+							return
+						}
+					}
+				}
+				done <- nil
+			}()
+		}
+		for g := 0; g < 4; g++ {
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		}
 	}
 }
