@@ -74,7 +74,7 @@ func (m *Model) layer(cache *kvcache.Cache, b *Batch, l int) error {
 	if c.Experts > 0 {
 		m.moe(w, n)
 	} else {
-		m.ffn(w, s.h[:n*E], s.tmp[:n*E], n)
+		m.ffn(&w.gate, &w.up, &w.down, s.h[:n*E], s.tmp[:n*E], n)
 	}
 	if err := m.comm.AllReduceSum(s.tmp[:n*E]); err != nil {
 		return fmt.Errorf("model: layer %d FFN all-reduce: %w", l, err)
@@ -85,13 +85,13 @@ func (m *Model) layer(cache *kvcache.Cache, b *Batch, l int) error {
 
 // ffn is the SwiGLU feed-forward: down(silu(gate·h) * up·h), h [n x embd]
 // into out [n x embd].
-func (m *Model) ffn(w *layer, h, out []float32, n int) {
+func (m *Model) ffn(gate, up, down *kernels.Matrix, h, out []float32, n int) {
 	s := &m.s
-	ff := w.gate.Rows
-	m.pool.MatMul(s.gate[:n*ff], &w.gate, h, n)
-	m.pool.MatMul(s.up[:n*ff], &w.up, h, n)
+	ff := gate.Rows
+	m.pool.MatMul(s.gate[:n*ff], gate, h, n)
+	m.pool.MatMul(s.up[:n*ff], up, h, n)
 	kernels.SwiGLU(s.gate[:n*ff], s.gate[:n*ff], s.up[:n*ff])
-	m.pool.MatMul(out, &w.down, s.gate[:n*ff], n)
+	m.pool.MatMul(out, down, s.gate[:n*ff], n)
 }
 
 // moe routes each token to its top experts: softmax over the router's
@@ -144,8 +144,7 @@ func (m *Model) moe(w *layer, n int) {
 		if cnt == 0 {
 			continue
 		}
-		ex := layer{gate: w.gateExps[e], up: w.upExps[e], down: w.downExps[e]}
-		m.ffn(&ex, s.hx[:cnt*E], s.ex[:cnt*E], cnt)
+		m.ffn(&w.gateExps[e], &w.upExps[e], &w.downExps[e], s.hx[:cnt*E], s.ex[:cnt*E], cnt)
 		for j := 0; j < cnt; j++ {
 			ik := int(s.expTok[j])
 			i := ik / K

@@ -64,6 +64,7 @@ type Model struct {
 
 	maxBatch int
 	s        scratch
+	chunk    Batch
 	// per-step state read by the parallel attention loop
 	cur struct {
 		cache *kvcache.Cache
@@ -175,9 +176,13 @@ func (m *Model) Forward(cache *kvcache.Cache, b *Batch, logits []float32) error 
 	out := 0
 	for start := 0; start < n; start += m.maxBatch {
 		end := min(start+m.maxBatch, n)
-		sub := Batch{Tokens: b.Tokens[start:end], Pos: b.Pos[start:end], Seq: b.Seq[start:end], Output: b.Output[start:end]}
+		// The chunk lives in the model, not on the stack: the parallel
+		// attention loop reads it through m.cur, which would make a local
+		// escape and cost an allocation per step.
+		sub := &m.chunk
+		*sub = Batch{Tokens: b.Tokens[start:end], Pos: b.Pos[start:end], Seq: b.Seq[start:end], Output: b.Output[start:end]}
 		no := sub.Outputs()
-		if err := m.step(cache, &sub, logits[out*m.Cfg.Vocab:(out+no)*m.Cfg.Vocab]); err != nil {
+		if err := m.step(cache, sub, logits[out*m.Cfg.Vocab:(out+no)*m.Cfg.Vocab]); err != nil {
 			return err
 		}
 		out += no
@@ -241,20 +246,27 @@ func (m *Model) step(cache *kvcache.Cache, b *Batch, logits []float32) error {
 // checkBatch validates tokens and positions before anything is written: every
 // sequence's positions must continue its cache without gaps.
 func (m *Model) checkBatch(cache *kvcache.Cache, b *Batch) error {
-	next := map[kvcache.SeqID]int32{}
 	for i, tok := range b.Tokens {
 		if tok < 0 || int(tok) >= m.Cfg.Vocab {
 			return fmt.Errorf("%w: token %d at batch index %d is outside the vocabulary of %d", ErrBadBatch, tok, i, m.Cfg.Vocab)
 		}
 		seq := b.Seq[i]
-		want, ok := next[seq]
-		if !ok {
+		// The sequence's previous token in this batch, usually the one
+		// just before, sets the expected position; without one the cache
+		// does. (A scan, not a map: no allocation per step.)
+		want := int32(-1)
+		for j := i - 1; j >= 0; j-- {
+			if b.Seq[j] == seq {
+				want = b.Pos[j] + 1
+				break
+			}
+		}
+		if want < 0 {
 			want = int32(cache.Len(seq))
 		}
 		if b.Pos[i] != want {
 			return fmt.Errorf("%w: sequence %d: token at batch index %d has position %d, want %d (positions continue the cache without gaps)", ErrBadBatch, seq, i, b.Pos[i], want)
 		}
-		next[seq] = want + 1
 	}
 	return nil
 }

@@ -1,0 +1,143 @@
+package model
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"braid/internal/gguf"
+	"braid/internal/kernels"
+	"braid/internal/kvcache"
+	"braid/internal/modelgen"
+	"braid/internal/quant"
+)
+
+// rewrite copies a generated model through edit, which may drop or change
+// metadata and tensors, and returns the new file's path.
+func rewrite(t *testing.T, edit func(key string, v gguf.Value) (gguf.Value, bool), editT func(ti *gguf.Tensor) (shape []int64, keep bool)) string {
+	t.Helper()
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src.gguf")
+	if err := modelgen.WriteFile(src, modelgen.Config{Layers: 1, Embd: 64, FF: 96, Heads: 4, KVHeads: 2, Vocab: 300, Type: quant.F32}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := gguf.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	w := gguf.NewWriter()
+	for _, kv := range m.KVs() {
+		if v, ok := edit(kv.Key, kv.Value); ok {
+			w.Set(kv.Key, v)
+		}
+	}
+	for _, ti := range m.Tensors {
+		shape, keep := editT(ti)
+		if !keep {
+			continue
+		}
+		if err := w.AddTensor(ti.Name, ti.Type, shape, ti.Data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := filepath.Join(dir, "bad.gguf")
+	if err := w.WriteFile(out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestBadModels(t *testing.T) {
+	keepKV := func(k string, v gguf.Value) (gguf.Value, bool) { return v, true }
+	keepT := func(ti *gguf.Tensor) ([]int64, bool) { return ti.Shape, true }
+	tests := []struct {
+		name  string
+		kv    func(string, gguf.Value) (gguf.Value, bool)
+		ten   func(*gguf.Tensor) ([]int64, bool)
+		wants []string
+	}{
+		{"unknown architecture", func(k string, v gguf.Value) (gguf.Value, bool) {
+			if k == "general.architecture" {
+				return gguf.String("gpt9"), true
+			}
+			return v, true
+		}, keepT, []string{`"gpt9"`, "not supported"}},
+		{"missing metadata", func(k string, v gguf.Value) (gguf.Value, bool) { return v, k != "llama.block_count" }, keepT, []string{"llama.block_count"}},
+		{"missing tensor", keepKV, func(ti *gguf.Tensor) ([]int64, bool) { return ti.Shape, ti.Name != "blk.0.ffn_up.weight" }, []string{"blk.0.ffn_up.weight", "missing"}},
+		{"wrong shape", keepKV, func(ti *gguf.Tensor) ([]int64, bool) {
+			if ti.Name == "blk.0.attn_k.weight" {
+				return []int64{ti.Shape[1], ti.Shape[0]}, true
+			}
+			return ti.Shape, true
+		}, []string{"blk.0.attn_k.weight", "shape"}},
+	}
+	pool := kernels.NewPool(1)
+	defer pool.Close()
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := rewrite(t, tc.kv, tc.ten)
+			f, err := gguf.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			_, err = New(f, pool, Options{})
+			if err == nil {
+				t.Fatal("New succeeded")
+			}
+			for _, w := range tc.wants {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestBadBatch(t *testing.T) {
+	path := rewrite(t, func(k string, v gguf.Value) (gguf.Value, bool) { return v, true }, func(ti *gguf.Tensor) ([]int64, bool) { return ti.Shape, true })
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	pool := kernels.NewPool(1)
+	defer pool.Close()
+	m, err := New(f, pool, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache, _ := m.NewCache(64, false)
+	logits := make([]float32, 4*m.Cfg.Vocab)
+	tests := []struct {
+		name string
+		b    Batch
+		want string
+	}{
+		{"token out of vocabulary", Batch{Tokens: []int32{300}, Pos: []int32{0}, Seq: []kvcache.SeqID{0}, Output: []bool{true}}, "outside the vocabulary"},
+		{"negative token", Batch{Tokens: []int32{-1}, Pos: []int32{0}, Seq: []kvcache.SeqID{0}, Output: []bool{true}}, "outside the vocabulary"},
+		{"gap in positions", Batch{Tokens: []int32{5, 6}, Pos: []int32{0, 2}, Seq: []kvcache.SeqID{0, 0}, Output: []bool{true, true}}, "want 1"},
+		{"mismatched lengths", Batch{Tokens: []int32{5, 6}, Pos: []int32{0}, Seq: []kvcache.SeqID{0, 0}, Output: []bool{true, true}}, "positions"},
+		{"cache exhausted", Batch{Tokens: make([]int32, 100), Pos: seqPos(100), Seq: make([]kvcache.SeqID, 100), Output: make([]bool, 100)}, "out of blocks"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := m.Forward(cache, &tc.b, logits)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want one mentioning %q", err, tc.want)
+			}
+			if cache.Len(0) != 0 {
+				t.Fatalf("a failed batch committed %d positions", cache.Len(0))
+			}
+		})
+	}
+}
+
+func seqPos(n int) []int32 {
+	p := make([]int32, n)
+	for i := range p {
+		p[i] = int32(i)
+	}
+	return p
+}
