@@ -26,8 +26,11 @@ type Config struct {
 	Type                    quant.Type // matrices; norms and biases stay F32
 	EmbedType               quant.Type // token embedding; 0 = Type
 	TiedOutput              bool       // no output.weight: the head reuses token_embd
-	RopeBase                float32    // 0 = 10000
-	Seed                    uint64
+	// TypeFor, when set, picks each matrix type by tensor name (mixes such
+	// as Q4_K_M); it may return 0 to keep Type.
+	TypeFor  func(name string) quant.Type
+	RopeBase float32 // 0 = 10000
+	Seed     uint64
 }
 
 func (c *Config) fill() error {
@@ -101,7 +104,7 @@ func Build(c Config) (*gguf.Writer, error) {
 	}
 	addVocab(w, c.Vocab)
 
-	g := &gen{w: w, rng: rand.New(rand.NewPCG(c.Seed, 0x6272616964))}
+	g := &gen{w: w, rng: rand.New(rand.NewPCG(c.Seed, 0x6272616964)), typeFor: c.TypeFor}
 	qdim, kvdim := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
 	g.tensor("token_embd.weight", c.EmbedType, 1, c.Embd, c.Vocab)
 	for l := 0; l < c.Layers; l++ {
@@ -149,9 +152,10 @@ func WriteFile(path string, c Config) error {
 }
 
 type gen struct {
-	w   *gguf.Writer
-	rng *rand.Rand
-	err error
+	w       *gguf.Writer
+	rng     *rand.Rand
+	typeFor func(string) quant.Type
+	err     error
 }
 
 // tensor adds a tensor of normal random values with the given standard
@@ -159,6 +163,11 @@ type gen struct {
 func (g *gen) tensor(name string, t quant.Type, std float64, shape ...int) {
 	if g.err != nil {
 		return
+	}
+	if g.typeFor != nil && len(shape) > 1 {
+		if tt := g.typeFor(name); tt != 0 {
+			t = tt
+		}
 	}
 	n := 1
 	sh := make([]int64, len(shape))
