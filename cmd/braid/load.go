@@ -64,6 +64,7 @@ func loadModel(f *modelFlags, seqs int, stderr io.Writer) (*loaded, error) {
 			f.path, sysinfo.FormatBytes(uint64(est.total())), sysinfo.FormatBytes(uint64(est.weights)), sysinfo.FormatBytes(uint64(est.kv)),
 			est.ctx, sysinfo.FormatBytes(uint64(est.scratch)), sysinfo.FormatBytes(mem.Usable()))
 	}
+	prefault(file, stderr)
 	pool := kernels.NewPool(f.threads)
 	m, err := model.New(file, pool, model.Options{MaxBatch: f.batch})
 	if err != nil {

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"braid/internal/gguf"
+	"braid/internal/sysinfo"
+)
+
+// isTerminal reports whether w is a character device (a terminal), where a
+// progress line can be redrawn in place.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// prefault reads every page of the model's tensors once, so the first
+// request does not pay for the disk, and shows how far it got on a terminal:
+// on a slow disk a 60 GB model takes minutes, and a silent wait looks hung.
+func prefault(m *gguf.Model, stderr io.Writer) {
+	total := m.Size()
+	show := isTerminal(stderr) && total > 256<<20
+	var done int64
+	var sink byte
+	last := time.Now()
+	for _, t := range m.Tensors {
+		for off := 0; off < len(t.Data); off += 4096 {
+			sink += t.Data[off]
+		}
+		done += t.Size
+		if show && time.Since(last) > 200*time.Millisecond {
+			last = time.Now()
+			fmt.Fprintf(stderr, "\rloading %s: %3.0f%% (%s of %s)", m.Files[0].Path, 100*float64(done)/float64(total),
+				sysinfo.FormatBytes(uint64(done)), sysinfo.FormatBytes(uint64(total)))
+		}
+	}
+	if show {
+		fmt.Fprintf(stderr, "\rloading %s: done (%s)%20s\n", m.Files[0].Path, sysinfo.FormatBytes(uint64(total)), "")
+	}
+	prefaultSink = sink
+}
+
+// prefaultSink keeps the reads of prefault from being optimised away.
+var prefaultSink byte
