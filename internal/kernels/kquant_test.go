@@ -446,34 +446,45 @@ func TestKQuantVecDotGolden(t *testing.T) {
 	}
 }
 
-// BenchmarkKQuantDot times one row of 4096 values (everything in L1/L2: the
-// kernel's compute speed) and a matrix-vector sweep over 4096x4096 and
-// 14336x4096 weights on one thread (mostly memory speed). SetBytes counts
-// weight bytes, so MB/s is weight bandwidth.
-func BenchmarkKQuantDot(b *testing.B) {
-	for _, typ := range kqTypes {
-		for _, impl := range kqImpls(typ) {
-			for _, shape := range [][2]int{{1, 4096}, {4096, 4096}, {14336, 4096}} {
-				rows, n := shape[0], shape[1]
-				if impl.name == "generic" && rows > 1 {
-					continue // minutes per iteration, and not what is being tuned
-				}
-				b.Run(fmt.Sprintf("%s/%s/%dx%d", typ, impl.name, rows, n), func(b *testing.B) {
-					r := rand.New(rand.NewPCG(7, 8))
-					rs := n / 256 * typ.TypeSize()
-					w := kqRandWeights(r, typ, rows*n/256, "rand")
-					x := kqRandActs(r, n, "quantized")
-					b.SetBytes(int64(len(w)))
-					b.ResetTimer()
-					var sink float32
-					for i := 0; i < b.N; i++ {
-						for row := 0; row < rows; row++ {
-							sink += impl.dot(n, w[row*rs:(row+1)*rs], x)
-						}
-					}
-					_ = sink
-				})
+// kqBench times each implementation of typ's dot product on one row of 4096
+// values (everything in L1/L2: the kernel's compute speed) and as a
+// matrix-vector sweep over 4096x4096 and 14336x4096 weights on one thread
+// (mostly memory speed; compare BenchmarkMemRead). SetBytes counts weight
+// bytes, so MB/s is weight bandwidth.
+func kqBench(b *testing.B, typ quant.Type) {
+	for _, impl := range kqImpls(typ) {
+		for _, shape := range [][2]int{{1, 4096}, {4096, 4096}, {14336, 4096}} {
+			rows, n := shape[0], shape[1]
+			if impl.name == "generic" && rows > 1 {
+				continue // seconds per iteration, and not what is being tuned
 			}
+			b.Run(fmt.Sprintf("%s/%dx%d", impl.name, rows, n), func(b *testing.B) {
+				r := rand.New(rand.NewPCG(7, 8))
+				row := kqRandWeights(r, typ, n/256, "rand")
+				rs := len(row)
+				// Copies of one row: the content does not change the speed.
+				w := make([]byte, rows*rs)
+				for k := 0; k < rows; k++ {
+					copy(w[k*rs:], row)
+				}
+				x := kqRandActs(r, n, "quantized")
+				b.SetBytes(int64(len(w)))
+				b.ResetTimer()
+				var sink float32
+				for i := 0; i < b.N; i++ {
+					for k := 0; k < rows; k++ {
+						sink += impl.dot(n, w[k*rs:(k+1)*rs], x)
+					}
+				}
+				_ = sink
+			})
 		}
 	}
 }
+
+func BenchmarkDotQ2_K(b *testing.B)   { kqBench(b, quant.Q2_K) }
+func BenchmarkDotQ3_K(b *testing.B)   { kqBench(b, quant.Q3_K) }
+func BenchmarkDotQ4_K(b *testing.B)   { kqBench(b, quant.Q4_K) }
+func BenchmarkDotQ5_K(b *testing.B)   { kqBench(b, quant.Q5_K) }
+func BenchmarkDotQ6_K(b *testing.B)   { kqBench(b, quant.Q6_K) }
+func BenchmarkDotIQ4_XS(b *testing.B) { kqBench(b, quant.IQ4_XS) }
