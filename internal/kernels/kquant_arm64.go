@@ -18,6 +18,9 @@ func kqQ5KNEONDot(w, x *byte, nb int) float32
 //go:noescape
 func kqQ6KNEONDot(w, x *byte, nb int) float32
 
+//go:noescape
+func kqIQ4XSNEONDot(w, x *byte, nb int) float32
+
 func init() {
 	// SDOT is the ARMv8.2 dot-product extension (asimddp), which every
 	// core this targets (Neoverse, Cortex-X/A7x, Apple) has.
@@ -25,4 +28,5 @@ func init() {
 	registerFast(quant.Q4_K, dp, &dotImpl{name: "neon-dotprod", act: quant.Q8_K, dot: kqWrap(kqQ4KNEONDot, kqQ4KSize)})
 	registerFast(quant.Q5_K, dp, &dotImpl{name: "neon-dotprod", act: quant.Q8_K, dot: kqWrap(kqQ5KNEONDot, kqQ5KSize)})
 	registerFast(quant.Q6_K, dp, &dotImpl{name: "neon-dotprod", act: quant.Q8_K, dot: kqWrap(kqQ6KNEONDot, kqQ6KSize)})
+	registerFast(quant.IQ4_XS, dp, &dotImpl{name: "neon-dotprod", act: quant.Q8_K, dot: kqWrap(kqIQ4XSNEONDot, kqIQ4XSSize)})
 }

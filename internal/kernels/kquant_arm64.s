@@ -464,3 +464,145 @@ q6kloop:
 	WORD $0x7e30db80 // faddp s0, v28.2s
 	FMOVS F0, ret+24(FP)
 	RET
+
+// func kqIQ4XSNEONDot(w, x *byte, nb int) float32
+//
+// Codes go through the IQ4_NL codebook with TBL; SDOT takes the signed
+// values as they are, so no offset correction is needed.
+TEXT ·kqIQ4XSNEONDot(SB), NOSPLIT, $0-28
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD nb+16(FP), R2
+	MOVD $kqIQ4Tab<>(SB), R5
+	VLD1 (R5), [V30.B16]
+	MOVD $kqIQ4Shift<>(SB), R5
+	VLD1 (R5), [V29.B16]
+	WORD $0x4f00e5ff // movi v31.16b, #0x0f
+	WORD $0x4f00e47c // movi v28.16b, #0x03
+	WORD $0x4f01841b // movi v27.8h, #32
+	VEOR V26.B16, V26.B16, V26.B16
+
+iq4xsloop:
+	// ls_j = scales_l nibble j | (scales_h >> 2j & 3) << 4, minus 32
+	MOVWU 4(R0), R3
+	VMOV R3, V16.S[0]
+	WORD $0x0e3f1e11 // and v17.8b, v16.8b, v31.8b
+	WORD $0x2f0c0612 // ushr v18.8b, v16.8b, #4
+	WORD $0x0e123a31 // zip1 v17.8b, v17.8b, v18.8b
+	MOVHU 2(R0), R4
+	WORD $0x4e020c93 // dup v19.8h, w4
+	WORD $0x6e7d4673 // ushl v19.8h, v19.8h, v29.8h
+	WORD $0x0e212a73 // xtn v19.8b, v19.8h
+	WORD $0x0e3c1e73 // and v19.8b, v19.8b, v28.8b
+	WORD $0x0f0c5673 // shl v19.8b, v19.8b, #4
+	WORD $0x0eb31e31 // orr v17.8b, v17.8b, v19.8b
+	WORD $0x2f08a631 // ushll v17.8h, v17.8b, #0
+	WORD $0x6e7b8631 // sub v17.8h, v17.8h, v27.8h
+	WORD $0x0f10a636 // sshll v22.4s, v17.4h, #0
+	WORD $0x4f10a637 // sshll2 v23.4s, v17.8h, #0
+	MOVHU (R0), R3
+	VMOV R3, V16.H[0]
+	WORD $0x0e217a10 // fcvtl v16.4s, v16.4h
+	FMOVS (R1), F17
+	WORD $0x4f919210 // fmul v16.4s, v16.4s, v17.s[0]
+	ADD $8, R0, R5
+	ADD $4, R1, R6
+	VLD1.P 16(R5), [V0.B16]
+	VLD1.P 32(R6), [V2.B16, V3.B16]
+	WORD $0x4e3f1c06 // and v6.16b, v0.16b, v31.16b
+	WORD $0x6f0c0407 // ushr v7.16b, v0.16b, #4
+	WORD $0x4e0603c6 // tbl v6.16b, {v30.16b}, v6.16b
+	WORD $0x4e0703c7 // tbl v7.16b, {v30.16b}, v7.16b
+	WORD $0x6f00e412 // movi v18.2d, #0
+	WORD $0x4e8294d2 // sdot v18.4s, v6.16b, v2.16b
+	WORD $0x4e8394f2 // sdot v18.4s, v7.16b, v3.16b
+	WORD $0x4f968258 // mul v24.4s, v18.4s, v22.s[0]
+	VLD1.P 16(R5), [V0.B16]
+	VLD1.P 32(R6), [V2.B16, V3.B16]
+	WORD $0x4e3f1c06 // and v6.16b, v0.16b, v31.16b
+	WORD $0x6f0c0407 // ushr v7.16b, v0.16b, #4
+	WORD $0x4e0603c6 // tbl v6.16b, {v30.16b}, v6.16b
+	WORD $0x4e0703c7 // tbl v7.16b, {v30.16b}, v7.16b
+	WORD $0x6f00e413 // movi v19.2d, #0
+	WORD $0x4e8294d3 // sdot v19.4s, v6.16b, v2.16b
+	WORD $0x4e8394f3 // sdot v19.4s, v7.16b, v3.16b
+	WORD $0x4fb68279 // mul v25.4s, v19.4s, v22.s[1]
+	VLD1.P 16(R5), [V0.B16]
+	VLD1.P 32(R6), [V2.B16, V3.B16]
+	WORD $0x4e3f1c06 // and v6.16b, v0.16b, v31.16b
+	WORD $0x6f0c0407 // ushr v7.16b, v0.16b, #4
+	WORD $0x4e0603c6 // tbl v6.16b, {v30.16b}, v6.16b
+	WORD $0x4e0703c7 // tbl v7.16b, {v30.16b}, v7.16b
+	WORD $0x6f00e412 // movi v18.2d, #0
+	WORD $0x4e8294d2 // sdot v18.4s, v6.16b, v2.16b
+	WORD $0x4e8394f2 // sdot v18.4s, v7.16b, v3.16b
+	WORD $0x6f960a58 // mla v24.4s, v18.4s, v22.s[2]
+	VLD1.P 16(R5), [V0.B16]
+	VLD1.P 32(R6), [V2.B16, V3.B16]
+	WORD $0x4e3f1c06 // and v6.16b, v0.16b, v31.16b
+	WORD $0x6f0c0407 // ushr v7.16b, v0.16b, #4
+	WORD $0x4e0603c6 // tbl v6.16b, {v30.16b}, v6.16b
+	WORD $0x4e0703c7 // tbl v7.16b, {v30.16b}, v7.16b
+	WORD $0x6f00e413 // movi v19.2d, #0
+	WORD $0x4e8294d3 // sdot v19.4s, v6.16b, v2.16b
+	WORD $0x4e8394f3 // sdot v19.4s, v7.16b, v3.16b
+	WORD $0x6fb60a79 // mla v25.4s, v19.4s, v22.s[3]
+	VLD1.P 16(R5), [V0.B16]
+	VLD1.P 32(R6), [V2.B16, V3.B16]
+	WORD $0x4e3f1c06 // and v6.16b, v0.16b, v31.16b
+	WORD $0x6f0c0407 // ushr v7.16b, v0.16b, #4
+	WORD $0x4e0603c6 // tbl v6.16b, {v30.16b}, v6.16b
+	WORD $0x4e0703c7 // tbl v7.16b, {v30.16b}, v7.16b
+	WORD $0x6f00e412 // movi v18.2d, #0
+	WORD $0x4e8294d2 // sdot v18.4s, v6.16b, v2.16b
+	WORD $0x4e8394f2 // sdot v18.4s, v7.16b, v3.16b
+	WORD $0x6f970258 // mla v24.4s, v18.4s, v23.s[0]
+	VLD1.P 16(R5), [V0.B16]
+	VLD1.P 32(R6), [V2.B16, V3.B16]
+	WORD $0x4e3f1c06 // and v6.16b, v0.16b, v31.16b
+	WORD $0x6f0c0407 // ushr v7.16b, v0.16b, #4
+	WORD $0x4e0603c6 // tbl v6.16b, {v30.16b}, v6.16b
+	WORD $0x4e0703c7 // tbl v7.16b, {v30.16b}, v7.16b
+	WORD $0x6f00e413 // movi v19.2d, #0
+	WORD $0x4e8294d3 // sdot v19.4s, v6.16b, v2.16b
+	WORD $0x4e8394f3 // sdot v19.4s, v7.16b, v3.16b
+	WORD $0x6fb70279 // mla v25.4s, v19.4s, v23.s[1]
+	VLD1.P 16(R5), [V0.B16]
+	VLD1.P 32(R6), [V2.B16, V3.B16]
+	WORD $0x4e3f1c06 // and v6.16b, v0.16b, v31.16b
+	WORD $0x6f0c0407 // ushr v7.16b, v0.16b, #4
+	WORD $0x4e0603c6 // tbl v6.16b, {v30.16b}, v6.16b
+	WORD $0x4e0703c7 // tbl v7.16b, {v30.16b}, v7.16b
+	WORD $0x6f00e412 // movi v18.2d, #0
+	WORD $0x4e8294d2 // sdot v18.4s, v6.16b, v2.16b
+	WORD $0x4e8394f2 // sdot v18.4s, v7.16b, v3.16b
+	WORD $0x6f970a58 // mla v24.4s, v18.4s, v23.s[2]
+	VLD1.P 16(R5), [V0.B16]
+	VLD1.P 32(R6), [V2.B16, V3.B16]
+	WORD $0x4e3f1c06 // and v6.16b, v0.16b, v31.16b
+	WORD $0x6f0c0407 // ushr v7.16b, v0.16b, #4
+	WORD $0x4e0603c6 // tbl v6.16b, {v30.16b}, v6.16b
+	WORD $0x4e0703c7 // tbl v7.16b, {v30.16b}, v7.16b
+	WORD $0x6f00e413 // movi v19.2d, #0
+	WORD $0x4e8294d3 // sdot v19.4s, v6.16b, v2.16b
+	WORD $0x4e8394f3 // sdot v19.4s, v7.16b, v3.16b
+	WORD $0x6fb70a79 // mla v25.4s, v19.4s, v23.s[3]
+	WORD $0x4eb98718 // add v24.4s, v24.4s, v25.4s
+	WORD $0x4e21db18 // scvtf v24.4s, v24.4s
+	WORD $0x4f90131a // fmla v26.4s, v24.4s, v16.s[0]
+	ADD $136, R0
+	ADD $292, R1
+	SUBS $1, R2
+	BNE iq4xsloop
+	WORD $0x6e3ad75a // faddp v26.4s, v26.4s, v26.4s
+	WORD $0x7e30db40 // faddp s0, v26.2s
+	FMOVS F0, ret+24(FP)
+	RET
+
+// ggml's kvalues_iq4nl, and the per-halfword right shifts 0, 2, ..., 14.
+DATA kqIQ4Tab<>+0(SB)/8, $0xf6eaddcfbfad9881
+DATA kqIQ4Tab<>+8(SB)/8, $0x7159453526190d01
+GLOBL kqIQ4Tab<>(SB), RODATA|NOPTR, $16
+DATA kqIQ4Shift<>+0(SB)/8, $0xfffafffcfffe0000
+DATA kqIQ4Shift<>+8(SB)/8, $0xfff2fff4fff6fff8
+GLOBL kqIQ4Shift<>(SB), RODATA|NOPTR, $16
