@@ -1,0 +1,629 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"braid/internal/kvcache"
+	"braid/internal/model"
+	"braid/internal/sample"
+)
+
+// ErrQueueFull is returned by Submit when the waiting queue is at its bound;
+// a server answers it with 429 so clients back off instead of piling up.
+var ErrQueueFull = errors.New("engine: request queue is full")
+
+// ErrStopped is the error of requests still running or queued when the
+// scheduler stops.
+var ErrStopped = errors.New("engine: scheduler stopped")
+
+// SchedulerConfig sizes a Scheduler.
+type SchedulerConfig struct {
+	// Parallel is the most sequences decoded together in one step.
+	Parallel int
+	// Context is the most positions one sequence may reach.
+	Context int
+	// StepTokens is the token budget of one step: every decoding sequence
+	// takes one, prompt chunks share the rest. 0 means 512.
+	StepTokens int
+	// MaxQueue is the most requests waiting for a slot; Submit beyond it
+	// fails with ErrQueueFull. 0 means 16*Parallel.
+	MaxQueue int
+	// PrefixCache is the most finished sequences kept for prefix reuse (they
+	// also yield their blocks whenever a new request needs room). 0 means
+	// 4*Parallel; negative disables prefix reuse.
+	PrefixCache int
+	// IsEOG reports end-of-generation tokens; they end a sequence with
+	// FinishStop and are not emitted.
+	IsEOG func(id int32) bool
+}
+
+// Job is one generation request.
+type Job struct {
+	Prompt []int32
+	// MaxTokens is the most tokens to generate; the sequence also ends at
+	// the scheduler's Context.
+	MaxTokens int
+	Sampler   *sample.Sampler
+	// TopLogprobs asks for the sampled token's logprob (0) and the k most
+	// likely alternatives (k > 0); negative asks for none.
+	TopLogprobs int
+}
+
+// Token is one generated token as the scheduler emits it.
+type Token struct {
+	ID      int32
+	Logprob float32          // of the sampled token, when asked for
+	Top     []sample.Logprob // when TopLogprobs > 0
+	At      time.Time        // when the step that produced it ended
+}
+
+// Finish says why a sequence ended.
+type Finish int
+
+// The reasons a sequence ends.
+const (
+	FinishNone      Finish = iota // still running
+	FinishStop                    // an end-of-generation token
+	FinishLength                  // MaxTokens or the context reached
+	FinishCancelled               // the request's context ended
+	FinishError                   // a step failed or the scheduler stopped
+)
+
+func (f Finish) String() string {
+	switch f {
+	case FinishStop:
+		return "stop"
+	case FinishLength:
+		return "length"
+	case FinishCancelled:
+		return "cancelled"
+	case FinishError:
+		return "error"
+	}
+	return "running"
+}
+
+// Result is the outcome of a finished Stream.
+type Result struct {
+	Finish       Finish
+	Err          error
+	PromptTokens int
+	// CachedTokens is how many prompt tokens were reused from a cached
+	// sequence instead of being evaluated.
+	CachedTokens int
+	GenTokens    int
+	Admitted     time.Time // when the request got a slot
+}
+
+// Stream carries one request's tokens from the scheduler to its caller. The
+// scheduler never blocks on it: tokens pile up in a slice and a one-slot
+// channel signals that there is news, so a slow client slows nobody else.
+type Stream struct {
+	ctx    context.Context
+	job    Job
+	notify chan struct{}
+
+	mu     sync.Mutex
+	toks   []Token
+	done   bool
+	result Result
+}
+
+// Recv appends the tokens produced since the last call to dst and reports
+// whether the stream has ended; it waits until there is at least one token or
+// the end. It returns ctx's error if ctx ends first.
+func (st *Stream) Recv(ctx context.Context, dst []Token) ([]Token, bool, error) {
+	for {
+		st.mu.Lock()
+		n := len(st.toks)
+		dst = append(dst, st.toks...)
+		st.toks = st.toks[:0]
+		done := st.done
+		st.mu.Unlock()
+		if n > 0 || done {
+			return dst, done, nil
+		}
+		select {
+		case <-st.notify:
+		case <-ctx.Done():
+			return dst, false, ctx.Err()
+		}
+	}
+}
+
+// Result is the outcome; valid once Recv has reported the end.
+func (st *Stream) Result() Result {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.result
+}
+
+func (st *Stream) push(t Token) {
+	st.mu.Lock()
+	st.toks = append(st.toks, t)
+	st.mu.Unlock()
+	st.wake()
+}
+
+func (st *Stream) finish(r Result) {
+	st.mu.Lock()
+	st.done = true
+	st.result = r
+	st.mu.Unlock()
+	st.wake()
+}
+
+func (st *Stream) wake() {
+	select {
+	case st.notify <- struct{}{}:
+	default:
+	}
+}
+
+// Counters are the scheduler's running totals and gauges, read without
+// stopping it.
+type Counters struct {
+	Steps            int64
+	PromptTokens     int64 // evaluated prompt tokens (reused ones excluded)
+	ReusedTokens     int64 // prompt tokens taken from cached sequences
+	GenTokens        int64
+	Queue            int // waiting for a slot
+	Busy             int // sequences holding a slot
+	KVBlocksUsed     int // includes blocks of cached finished sequences
+	KVBlocksTotal    int
+	CachedSequences  int // finished sequences kept for prefix reuse
+	MaxStepSequences int // the most sequences decoded in one step so far
+	// StepSequences[k] counts steps that decoded k sequences together
+	// (k = 0: prefill only).
+	StepSequences []int64
+}
+
+// seq is one admitted request inside the loop.
+type seq struct {
+	st       *Stream
+	id       kvcache.SeqID
+	prompt   []int32
+	toks     []int32 // tokens in the cache, then the next one to feed
+	fed      int     // prompt tokens in the cache
+	gen      int
+	limit    int // positions reserved: prompt + the most it may generate
+	cached   int
+	admitted time.Time
+	logits   int // row of this step's logits, -1 when none
+}
+
+type cachedSeq struct {
+	id   kvcache.SeqID
+	toks []int32
+}
+
+// Scheduler runs many sequences on one model with continuous batching: each
+// step evaluates one token of every decoding sequence plus chunks of the
+// prompts being read, under a token budget. One goroutine (Run) owns the model
+// and the cache; callers reach it only through Submit and Streams.
+type Scheduler struct {
+	m     *model.Model
+	cache *kvcache.Cache
+	cfg   SchedulerConfig
+
+	incoming chan *Stream
+	pending  atomic.Int64 // submitted and not yet admitted (or dropped)
+	running  atomic.Bool
+
+	// written by the loop, read by Counters
+	steps, promptToks, reusedToks, genToks atomic.Int64
+	busy, kvUsed, cachedN, maxStep         atomic.Int64
+	stepSeqs                               []atomic.Int64
+
+	// loop state
+	nextID  kvcache.SeqID
+	waiting []*Stream
+	active  []*seq
+	lru     []cachedSeq // oldest first
+	batch   model.Batch
+	logits  []float32
+}
+
+// NewScheduler makes a scheduler over a model and its cache; call Run to
+// start it. The cache must hold at least Parallel*Context positions so that
+// every slot can reach the full context.
+func NewScheduler(m *model.Model, cache *kvcache.Cache, cfg SchedulerConfig) (*Scheduler, error) {
+	if cfg.Parallel <= 0 {
+		return nil, fmt.Errorf("engine: parallel %d: need at least 1", cfg.Parallel)
+	}
+	if cfg.Context <= 1 {
+		return nil, fmt.Errorf("engine: context %d: need at least 2", cfg.Context)
+	}
+	if cfg.StepTokens == 0 {
+		cfg.StepTokens = 512
+	}
+	if cfg.StepTokens < cfg.Parallel {
+		return nil, fmt.Errorf("engine: step budget %d below parallel %d leaves decoding sequences without a token", cfg.StepTokens, cfg.Parallel)
+	}
+	if cfg.MaxQueue == 0 {
+		cfg.MaxQueue = 16 * cfg.Parallel
+	}
+	if cfg.PrefixCache == 0 {
+		cfg.PrefixCache = 4 * cfg.Parallel
+	}
+	cc := cache.Config()
+	if have, need := cc.Blocks*cc.BlockSize, cfg.Parallel*cfg.Context; have < need {
+		return nil, fmt.Errorf("engine: cache holds %d positions, %d slots of context %d need %d", have, cfg.Parallel, cfg.Context, need)
+	}
+	s := &Scheduler{
+		m: m, cache: cache, cfg: cfg,
+		incoming: make(chan *Stream, cfg.MaxQueue+cfg.Parallel),
+		stepSeqs: make([]atomic.Int64, cfg.Parallel+1),
+		logits:   make([]float32, cfg.Parallel*m.Cfg.Vocab),
+	}
+	s.kvUsed.Store(int64(cache.Stats().BlocksUsed))
+	return s, nil
+}
+
+// Config returns the configuration in effect (defaults filled in).
+func (s *Scheduler) Config() SchedulerConfig { return s.cfg }
+
+// Submit queues a job. The stream ends when the job finishes, when ctx ends
+// (within one step), or when the scheduler stops. The prompt must be
+// non-empty and shorter than Context; that is the caller's check to make
+// with a clear message, so here it is only an error.
+func (s *Scheduler) Submit(ctx context.Context, j Job) (*Stream, error) {
+	if len(j.Prompt) == 0 {
+		return nil, fmt.Errorf("engine: empty prompt")
+	}
+	if len(j.Prompt) >= s.cfg.Context {
+		return nil, fmt.Errorf("engine: prompt of %d tokens leaves no room in a context of %d", len(j.Prompt), s.cfg.Context)
+	}
+	if j.Sampler == nil {
+		return nil, fmt.Errorf("engine: job without a sampler")
+	}
+	if j.MaxTokens < 0 {
+		return nil, fmt.Errorf("engine: max tokens %d is negative", j.MaxTokens)
+	}
+	if s.pending.Add(1) > int64(s.cfg.MaxQueue) {
+		s.pending.Add(-1)
+		return nil, fmt.Errorf("%w (%d waiting)", ErrQueueFull, s.cfg.MaxQueue)
+	}
+	st := &Stream{ctx: ctx, job: j, notify: make(chan struct{}, 1), toks: make([]Token, 0, 16)}
+	// The channel holds MaxQueue+Parallel, and pending bounds what is in it,
+	// so this send never blocks.
+	s.incoming <- st
+	return st, nil
+}
+
+// Counters returns a snapshot of the totals and gauges.
+func (s *Scheduler) Counters() Counters {
+	c := Counters{
+		Steps: s.steps.Load(), PromptTokens: s.promptToks.Load(), ReusedTokens: s.reusedToks.Load(),
+		GenTokens: s.genToks.Load(), Queue: int(s.pending.Load()), Busy: int(s.busy.Load()),
+		KVBlocksUsed: int(s.kvUsed.Load()), KVBlocksTotal: s.cache.Config().Blocks,
+		CachedSequences: int(s.cachedN.Load()), MaxStepSequences: int(s.maxStep.Load()),
+		StepSequences: make([]int64, len(s.stepSeqs)),
+	}
+	for i := range s.stepSeqs {
+		c.StepSequences[i] = s.stepSeqs[i].Load()
+	}
+	return c
+}
+
+// Running reports whether Run is active.
+func (s *Scheduler) Running() bool { return s.running.Load() }
+
+// Run is the scheduler's loop; it owns the model and the cache until it
+// returns, which it does when ctx ends, after failing every request it still
+// holds with ErrStopped.
+func (s *Scheduler) Run(ctx context.Context) error {
+	s.running.Store(true)
+	defer s.running.Store(false)
+	defer s.shutdown()
+	for {
+		if len(s.active) == 0 && len(s.waiting) == 0 {
+			select {
+			case st := <-s.incoming:
+				s.waiting = append(s.waiting, st)
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		s.drain()
+		s.dropCancelled()
+		s.admit()
+		if len(s.active) == 0 {
+			continue
+		}
+		s.step()
+	}
+}
+
+func (s *Scheduler) drain() {
+	for {
+		select {
+		case st := <-s.incoming:
+			s.waiting = append(s.waiting, st)
+		default:
+			return
+		}
+	}
+}
+
+func (s *Scheduler) shutdown() {
+	s.drain()
+	for _, st := range s.waiting {
+		s.pending.Add(-1)
+		st.finish(Result{Finish: FinishError, Err: ErrStopped, PromptTokens: len(st.job.Prompt)})
+	}
+	s.waiting = nil
+	for _, q := range s.active {
+		s.end(q, FinishError, ErrStopped, false)
+	}
+	s.active = s.active[:0]
+	s.busy.Store(0)
+}
+
+// dropCancelled ends the requests whose context is over, so a client that
+// went away stops costing compute at the next step.
+func (s *Scheduler) dropCancelled() {
+	w := s.waiting[:0]
+	for _, st := range s.waiting {
+		if err := st.ctx.Err(); err != nil {
+			s.pending.Add(-1)
+			st.finish(Result{Finish: FinishCancelled, Err: err, PromptTokens: len(st.job.Prompt)})
+			continue
+		}
+		w = append(w, st)
+	}
+	clear(s.waiting[len(w):])
+	s.waiting = w
+	a := s.active[:0]
+	for _, q := range s.active {
+		if err := q.st.ctx.Err(); err != nil {
+			s.end(q, FinishCancelled, err, false)
+			continue
+		}
+		a = append(a, q)
+	}
+	clear(s.active[len(a):])
+	s.active = a
+	s.busy.Store(int64(len(s.active)))
+}
+
+// admit gives free slots to waiting requests in arrival order, reusing the
+// longest cached prefix and reserving every position the sequence may need,
+// so a running sequence never fails for want of blocks.
+func (s *Scheduler) admit() {
+	for len(s.active) < s.cfg.Parallel && len(s.waiting) > 0 {
+		st := s.waiting[0]
+		q, err := s.place(st)
+		if err != nil {
+			if errors.Is(err, kvcache.ErrFull) && len(s.active) > 0 {
+				return // room comes back when a running sequence ends
+			}
+			s.waiting = s.waiting[1:]
+			s.pending.Add(-1)
+			st.finish(Result{Finish: FinishError, Err: err, PromptTokens: len(st.job.Prompt)})
+			continue
+		}
+		s.waiting[0] = nil
+		s.waiting = s.waiting[1:]
+		s.pending.Add(-1)
+		s.active = append(s.active, q)
+	}
+	if len(s.waiting) == 0 {
+		s.waiting = s.waiting[:0:0]
+	}
+	s.busy.Store(int64(len(s.active)))
+}
+
+func (s *Scheduler) place(st *Stream) (*seq, error) {
+	j := st.job
+	limit := min(len(j.Prompt)+j.MaxTokens, s.cfg.Context)
+	id := s.newID()
+	q := &seq{st: st, id: id, prompt: j.Prompt, limit: limit, admitted: time.Now()}
+	q.toks = make([]int32, 0, limit+1)
+	q.toks = append(q.toks, j.Prompt...)
+	// The last prompt token is always evaluated: its logits give the first
+	// generated token.
+	if best, n := s.longestPrefix(j.Prompt); n > 0 {
+		// Evictions inside reserveRetry shift the LRU, so hold the source
+		// by id, not index.
+		src, srcLen := s.lru[best].id, len(s.lru[best].toks)
+		if err := s.reserveRetry(func() error { return s.cache.CopyPrefix(id, src, n) }); err == nil {
+			q.fed, q.cached = n, n
+			if n == srcLen {
+				// The new sequence extends the cached one; keeping both
+				// would only hold a duplicate entry.
+				for i := range s.lru {
+					if s.lru[i].id == src {
+						s.evict(i)
+						break
+					}
+				}
+			}
+		}
+	}
+	if err := s.reserveRetry(func() error { return s.cache.Reserve(id, limit) }); err != nil {
+		s.cache.Drop(id)
+		return nil, fmt.Errorf("engine: no KV room for %d positions: %w", limit, err)
+	}
+	for _, t := range j.Prompt {
+		j.Sampler.Accept(t)
+	}
+	s.reusedToks.Add(int64(q.cached))
+	return q, nil
+}
+
+// reserveRetry runs op, evicting cached sequences (oldest first) while it
+// fails for want of blocks.
+func (s *Scheduler) reserveRetry(op func() error) error {
+	for {
+		err := op()
+		if err == nil || !errors.Is(err, kvcache.ErrFull) || len(s.lru) == 0 {
+			return err
+		}
+		s.evict(0)
+	}
+}
+
+func (s *Scheduler) newID() kvcache.SeqID {
+	for {
+		s.nextID++
+		if !s.cache.Has(s.nextID) {
+			return s.nextID
+		}
+	}
+}
+
+// longestPrefix finds the cached sequence sharing the longest prefix with
+// prompt, capped at len(prompt)-1.
+func (s *Scheduler) longestPrefix(prompt []int32) (int, int) {
+	best, bestN := -1, 0
+	for i := len(s.lru) - 1; i >= 0; i-- {
+		c := s.lru[i].toks
+		n := 0
+		for n < len(c) && n < len(prompt)-1 && c[n] == prompt[n] {
+			n++
+		}
+		if n > bestN {
+			best, bestN = i, n
+		}
+	}
+	return best, bestN
+}
+
+func (s *Scheduler) evict(i int) {
+	s.cache.Drop(s.lru[i].id)
+	s.lru = append(s.lru[:i], s.lru[i+1:]...)
+	s.cachedN.Store(int64(len(s.lru)))
+}
+
+// end finishes a sequence and frees its slot's blocks at once; a sequence
+// that ended normally stays in the prefix cache (only the positions it wrote)
+// for a later request to continue.
+func (s *Scheduler) end(q *seq, f Finish, err error, keep bool) {
+	r := Result{Finish: f, Err: err, PromptTokens: len(q.prompt), CachedTokens: q.cached, GenTokens: q.gen, Admitted: q.admitted}
+	n := s.cache.Len(q.id)
+	if keep && s.cfg.PrefixCache > 0 && n > 0 && s.cache.Truncate(q.id, n) == nil {
+		if len(s.lru) >= s.cfg.PrefixCache {
+			s.evict(0)
+		}
+		s.lru = append(s.lru, cachedSeq{id: q.id, toks: q.toks[:n]})
+		s.cachedN.Store(int64(len(s.lru)))
+	} else {
+		s.cache.Drop(q.id)
+	}
+	q.st.finish(r)
+}
+
+// step builds one batch (a token of every decoding sequence first, then
+// prompt chunks in admission order under the budget), runs it, and samples.
+func (s *Scheduler) step() {
+	s.batch.Reset()
+	budget := s.cfg.StepTokens
+	outs, decoding := 0, 0
+	for _, q := range s.active {
+		q.logits = -1
+		if q.fed == len(q.prompt) {
+			pos := len(q.toks) - 1
+			s.batch.Add(q.toks[pos], int32(pos), q.id, true)
+			q.logits = outs
+			outs++
+			decoding++
+			budget--
+		}
+	}
+	for _, q := range s.active {
+		if q.fed == len(q.prompt) || budget == 0 {
+			continue
+		}
+		n := min(len(q.prompt)-q.fed, budget)
+		for i := q.fed; i < q.fed+n; i++ {
+			last := i == len(q.prompt)-1
+			s.batch.Add(q.prompt[i], int32(i), q.id, last)
+			if last {
+				q.logits = outs
+				outs++
+			}
+		}
+		q.fed += n
+		budget -= n
+		s.promptToks.Add(int64(n))
+	}
+	err := s.m.Forward(s.cache, &s.batch, s.logits)
+	now := time.Now()
+	s.steps.Add(1)
+	s.stepSeqs[decoding].Add(1)
+	if int64(decoding) > s.maxStep.Load() {
+		s.maxStep.Store(int64(decoding))
+	}
+	if err != nil {
+		// Forward commits nothing of a failed chunk, so these sequences'
+		// caches no longer match their tokens: fail them all.
+		for _, q := range s.active {
+			s.end(q, FinishError, fmt.Errorf("engine: step failed: %w", err), false)
+		}
+		clear(s.active)
+		s.active = s.active[:0]
+		s.busy.Store(0)
+		return
+	}
+	a := s.active[:0]
+	vocab := s.m.Cfg.Vocab
+	for _, q := range s.active {
+		if q.logits < 0 {
+			a = append(a, q)
+			continue
+		}
+		row := s.logits[q.logits*vocab : (q.logits+1)*vocab]
+		if f := s.sampleInto(q, row, now); f != FinishNone {
+			s.end(q, f, nil, true)
+			continue
+		}
+		a = append(a, q)
+	}
+	clear(s.active[len(a):])
+	s.active = a
+	s.busy.Store(int64(len(s.active)))
+	s.kvUsed.Store(int64(s.cache.Stats().BlocksUsed))
+}
+
+// sampleInto samples q's next token from its logits row and emits it;
+// it returns why q ends, or FinishNone.
+func (s *Scheduler) sampleInto(q *seq, row []float32, now time.Time) Finish {
+	j := q.st.job
+	if q.gen >= j.MaxTokens {
+		return FinishLength
+	}
+	id := j.Sampler.Sample(row)
+	j.Sampler.Accept(id)
+	if s.cfg.IsEOG != nil && s.cfg.IsEOG(id) {
+		return FinishStop
+	}
+	t := Token{ID: id, At: now}
+	if j.TopLogprobs >= 0 {
+		var logZ float32
+		if j.TopLogprobs > 0 {
+			t.Top, logZ = sample.TopLogprobs(row, j.TopLogprobs, nil)
+		} else {
+			logZ = sample.LogSumExp(row)
+		}
+		t.Logprob = row[id] - logZ
+	}
+	q.gen++
+	s.genToks.Add(1)
+	q.toks = append(q.toks, id)
+	q.st.push(t)
+	if q.gen >= j.MaxTokens || len(q.toks) >= q.limit || len(q.toks) >= s.cfg.Context {
+		// len(q.toks) counts the new token, which would sit at position
+		// len-1; at the limit there is no room to feed it.
+		return FinishLength
+	}
+	return FinishNone
+}
