@@ -22,6 +22,9 @@ func kqQ6KAVX512VNNI(w, x *byte, nb int) float32
 func kqQ6KAVX2(w, x *byte, nb int) float32
 
 //go:noescape
+func kqIQ4XSAVX512VNNI(w, x *byte, nb int) float32
+
+//go:noescape
 func kqQ5KAVX512VNNI(w, x *byte, nb int) float32
 
 func init() {
@@ -35,5 +38,6 @@ func init() {
 	registerFast(quant.Q4_K, avx2, &dotImpl{name: "avx2", act: quant.Q8_K, dot: kqWrap(kqQ4KAVX2, kqQ4KSize)})
 	registerFast(quant.Q5_K, avx512, &dotImpl{name: "avx512vnni", act: quant.Q8_K, dot: kqWrap(kqQ5KAVX512VNNI, kqQ5KSize)})
 	registerFast(quant.Q6_K, avx512, &dotImpl{name: "avx512vnni", act: quant.Q8_K, dot: kqWrap(kqQ6KAVX512VNNI, kqQ6KSize)})
+	registerFast(quant.IQ4_XS, avx512 && cpu.X86.HasBMI2, &dotImpl{name: "avx512vnni", act: quant.Q8_K, dot: kqWrap(kqIQ4XSAVX512VNNI, kqIQ4XSSize)})
 	registerFast(quant.Q6_K, avx2, &dotImpl{name: "avx2", act: quant.Q8_K, dot: kqWrap(kqQ6KAVX2, kqQ6KSize)})
 }

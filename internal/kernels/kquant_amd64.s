@@ -196,6 +196,45 @@ GLOBL kqQ4KPerm2<>(SB), RODATA|NOPTR, $256
 	KQ_PREFETCH3 \
 	PREFETCHT0 2240(SI)
 
+// IQ4_NL codebook + 128 (unsigned, for VPDPBUSD), and the VPERMPS indices
+// spreading sub-block scales 2p, 2p+1 over the two halves of a zmm.
+DATA kqIQ4TabU<>+0(SB)/8, $0x766a5d4f3f2d1801
+DATA kqIQ4TabU<>+8(SB)/8, $0xf1d9c5b5a6998d81
+GLOBL kqIQ4TabU<>(SB), RODATA|NOPTR, $16
+DATA kqIQ4Perm<>+0(SB)/8, $0x0000000000000000
+DATA kqIQ4Perm<>+8(SB)/8, $0x0000000000000000
+DATA kqIQ4Perm<>+16(SB)/8, $0x0000000000000000
+DATA kqIQ4Perm<>+24(SB)/8, $0x0000000000000000
+DATA kqIQ4Perm<>+32(SB)/8, $0x0000000100000001
+DATA kqIQ4Perm<>+40(SB)/8, $0x0000000100000001
+DATA kqIQ4Perm<>+48(SB)/8, $0x0000000100000001
+DATA kqIQ4Perm<>+56(SB)/8, $0x0000000100000001
+DATA kqIQ4Perm<>+64(SB)/8, $0x0000000200000002
+DATA kqIQ4Perm<>+72(SB)/8, $0x0000000200000002
+DATA kqIQ4Perm<>+80(SB)/8, $0x0000000200000002
+DATA kqIQ4Perm<>+88(SB)/8, $0x0000000200000002
+DATA kqIQ4Perm<>+96(SB)/8, $0x0000000300000003
+DATA kqIQ4Perm<>+104(SB)/8, $0x0000000300000003
+DATA kqIQ4Perm<>+112(SB)/8, $0x0000000300000003
+DATA kqIQ4Perm<>+120(SB)/8, $0x0000000300000003
+DATA kqIQ4Perm<>+128(SB)/8, $0x0000000400000004
+DATA kqIQ4Perm<>+136(SB)/8, $0x0000000400000004
+DATA kqIQ4Perm<>+144(SB)/8, $0x0000000400000004
+DATA kqIQ4Perm<>+152(SB)/8, $0x0000000400000004
+DATA kqIQ4Perm<>+160(SB)/8, $0x0000000500000005
+DATA kqIQ4Perm<>+168(SB)/8, $0x0000000500000005
+DATA kqIQ4Perm<>+176(SB)/8, $0x0000000500000005
+DATA kqIQ4Perm<>+184(SB)/8, $0x0000000500000005
+DATA kqIQ4Perm<>+192(SB)/8, $0x0000000600000006
+DATA kqIQ4Perm<>+200(SB)/8, $0x0000000600000006
+DATA kqIQ4Perm<>+208(SB)/8, $0x0000000600000006
+DATA kqIQ4Perm<>+216(SB)/8, $0x0000000600000006
+DATA kqIQ4Perm<>+224(SB)/8, $0x0000000700000007
+DATA kqIQ4Perm<>+232(SB)/8, $0x0000000700000007
+DATA kqIQ4Perm<>+240(SB)/8, $0x0000000700000007
+DATA kqIQ4Perm<>+248(SB)/8, $0x0000000700000007
+GLOBL kqIQ4Perm<>(SB), RODATA|NOPTR, $256
+
 // Q4_K/Q5_K scales: the 12 packed bytes at off(SI) become 8 scale bytes and
 // 8 min bytes in X0 (scales in bytes 0-7, mins in 8-15). 64-bit scalar
 // arithmetic handles two 32-bit halves at once: low6 = [sc0-3, m0-3],
@@ -486,6 +525,89 @@ q6k512loop:
 	JNZ  q6k512loop
 
 	VPXORD Z30, Z30, Z30
+	KQ_REDUCE512
+	MOVSS X0, ret+24(FP)
+	RET
+
+// One pair of IQ4_XS sub-blocks (32 code bytes at qo(SI)): the bytes go to
+// [A, A, B, B] lanes, the odd lanes shifted down a nibble, so codes line up
+// with the 64 activations at xo(DI); looked up as value+128, multiplied
+// exactly by VPDPBUSD, and scaled in float by the scales in Y0 (perm).
+#define KQ_IQ4_PAIR512(qo, xo, perm) \
+	VBROADCASTI64X4 qo(SI), Z3 \
+	VSHUFI64X2 $0xd8, Z3, Z3, Z3 \
+	VPSRLW $4, Z3, K1, Z3 \
+	VPANDQ Z31, Z3, Z3 \
+	VPSHUFB Z3, Z23, Z3 \
+	VPXORD Z4, Z4, Z4 \
+	VPDPBUSD xo(DI), Z3, Z4 \
+	VCVTDQ2PS Z4, Z4 \
+	VPERMPS Z0, perm, Z5 \
+	VFMADD231PS Z5, Z4, Z29
+
+// func kqIQ4XSAVX512VNNI(w, x *byte, nb int) float32
+//
+// Codebook values are signed, and VPDPBUSD wants one unsigned operand, so
+// the weights enter as value+128 (1..241) and 128 * (sum of the sub-block's
+// activations, from bsums) times its scale is taken off in float per block.
+// VPMADDUBSW is no option: 241*127*2 overflows its int16 pairs.
+TEXT ·kqIQ4XSAVX512VNNI(SB), NOSPLIT, $0-28
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ nb+16(FP), CX
+	MOVQ $0x0f0f0f0f0f0f0f0f, R11
+	MOVQ $0x3030303030303030, R12
+	MOVL $0x0f, AX
+	VPBROADCASTB AX, Z31
+	VBROADCASTI32X4 kqIQ4TabU<>(SB), Z23
+	MOVL $0xff00ff00, AX
+	KMOVD AX, K1
+	VMOVDQU64 kqIQ4Perm<>+0(SB), Z24
+	VMOVDQU64 kqIQ4Perm<>+64(SB), Z25
+	VMOVDQU64 kqIQ4Perm<>+128(SB), Z26
+	VMOVDQU64 kqIQ4Perm<>+192(SB), Z27
+	MOVL $32, AX
+	VPBROADCASTD AX, Y28
+	MOVL $0x00010001, AX
+	VPBROADCASTD AX, Y22
+	VPXORD Z29, Z29, Z29
+	VPXORD Z30, Z30, Z30
+
+iq4xs512loop:
+	KQ_PREFETCH3
+	// ls_j = scales_l nibble j | (scales_h >> 2j & 3) << 4: two PDEPs
+	// spread the nibbles and the 2-bit pairs into one byte each.
+	MOVL 4(SI), AX
+	PDEPQ R11, AX, AX
+	MOVWLZX 2(SI), BX
+	PDEPQ R12, BX, BX
+	ORQ BX, AX
+	VMOVQ AX, X0
+	VPMOVZXBD X0, Y0
+	VPSUBD Y28, Y0, Y0
+	VCVTDQ2PS Y0, Y0
+	VPBROADCASTW (SI), X1
+	VCVTPH2PS X1, X1
+	VMULSS (DI), X1, X1
+	VBROADCASTSS X1, Y1
+	VMULPS Y1, Y0, Y0
+
+	// the +128 offset: 128 * (bsum pair j) * scale_j
+	VPMADDWD 260(DI), Y22, Y2
+	VPSLLD $7, Y2, Y2
+	VCVTDQ2PS Y2, Y2
+	VFNMADD231PS Y0, Y2, Y30
+
+	KQ_IQ4_PAIR512(8, 4, Z24)
+	KQ_IQ4_PAIR512(40, 68, Z25)
+	KQ_IQ4_PAIR512(72, 132, Z26)
+	KQ_IQ4_PAIR512(104, 196, Z27)
+
+	ADDQ $136, SI
+	ADDQ $292, DI
+	DECQ CX
+	JNZ  iq4xs512loop
+
 	KQ_REDUCE512
 	MOVSS X0, ret+24(FP)
 	RET
