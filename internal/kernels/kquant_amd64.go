@@ -27,6 +27,9 @@ func kqIQ4XSAVX512VNNI(w, x *byte, nb int) float32
 //go:noescape
 func kqQ5KAVX512VNNI(w, x *byte, nb int) float32
 
+//go:noescape
+func kqQ5KAVX2(w, x *byte, nb int) float32
+
 func init() {
 	// VPERMW and the byte/word ops need BW; VL for the 256-bit EVEX forms;
 	// VNNI for VPDPWSSD. FMA and F16C come with every AVX-512 CPU.
@@ -37,6 +40,7 @@ func init() {
 	registerFast(quant.Q4_K, avx512, &dotImpl{name: "avx512vnni", act: quant.Q8_K, dot: kqWrap(kqQ4KAVX512VNNI, kqQ4KSize)})
 	registerFast(quant.Q4_K, avx2, &dotImpl{name: "avx2", act: quant.Q8_K, dot: kqWrap(kqQ4KAVX2, kqQ4KSize)})
 	registerFast(quant.Q5_K, avx512, &dotImpl{name: "avx512vnni", act: quant.Q8_K, dot: kqWrap(kqQ5KAVX512VNNI, kqQ5KSize)})
+	registerFast(quant.Q5_K, avx2, &dotImpl{name: "avx2", act: quant.Q8_K, dot: kqWrap(kqQ5KAVX2, kqQ5KSize)})
 	registerFast(quant.Q6_K, avx512, &dotImpl{name: "avx512vnni", act: quant.Q8_K, dot: kqWrap(kqQ6KAVX512VNNI, kqQ6KSize)})
 	registerFast(quant.IQ4_XS, avx512 && cpu.X86.HasBMI2, &dotImpl{name: "avx512vnni", act: quant.Q8_K, dot: kqWrap(kqIQ4XSAVX512VNNI, kqIQ4XSSize)})
 	registerFast(quant.Q6_K, avx2, &dotImpl{name: "avx2", act: quant.Q8_K, dot: kqWrap(kqQ6KAVX2, kqQ6KSize)})
