@@ -29,6 +29,9 @@ func benchMatrix(typ quant.Type, rows, cols int) *Matrix {
 	return m
 }
 
+// benchTypes is every weight format with a dot product.
+var benchTypes = append(append([]quant.Type(nil), myTypes...), quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ4_XS)
+
 var benchShapes = [][2]int{{4096, 4096}, {14336, 4096}, {4096, 14336}, {2048, 8192}, {8192, 2048}, {128256, 2048}}
 
 // BenchmarkMatMul reports the weight bytes streamed per second: decode
@@ -37,10 +40,10 @@ var benchShapes = [][2]int{{4096, 4096}, {14336, 4096}, {4096, 14336}, {2048, 81
 func BenchmarkMatMul(b *testing.B) {
 	p := NewPool(benchThreads())
 	defer p.Close()
-	for _, typ := range myTypes {
+	for _, typ := range benchTypes {
 		for _, s := range benchShapes {
 			for _, n := range []int{1, 512} {
-				if n > 1 && !(typ == quant.Q8_0 || typ == quant.Q4_0 || typ == quant.F16) {
+				if n > 1 && !(typ == quant.Q8_0 || typ == quant.Q4_0 || typ == quant.F16 || typ == quant.Q4_K || typ == quant.Q6_K) {
 					continue
 				}
 				if n > 1 && !(s == [2]int{4096, 4096} || s == [2]int{2048, 8192}) {
