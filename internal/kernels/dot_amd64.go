@@ -78,8 +78,10 @@ func init() {
 	registerFast(quant.Q4_0, vnni, &dotImpl{name: "avx512vnni", act: quant.Q8_0, dot: vdQ4_0VNNI,
 		mm: mmQ4_0, mmRows: 4, mmCols: 4})
 	avx512 := x.HasAVX512F && x.HasAVX512BW && x.HasF16C && x.HasFMA
-	registerFast(quant.F32, avx512, &dotImpl{name: "avx512", act: quant.F32, dot: vdF32AVX512})
-	registerFast(quant.F16, avx512, &dotImpl{name: "avx512", act: quant.F16, dot: vdF16AVX512})
+	registerFast(quant.F32, avx512, &dotImpl{name: "avx512", act: quant.F32, dot: vdF32AVX512,
+		mm: mmF32Tile, mmRows: 4, mmCols: 6})
+	registerFast(quant.F16, avx512, &dotImpl{name: "avx512", act: quant.F16, dot: vdF16AVX512,
+		mm: mmF16Tile, mmRows: 4, mmCols: 6})
 	avx2 := x.HasAVX2 && x.HasFMA && x.HasF16C
 	registerFast(quant.F32, avx2, &dotImpl{name: "avx2", act: quant.F32, dot: vdF32AVX2})
 	registerFast(quant.F16, avx2, &dotImpl{name: "avx2", act: quant.F16, dot: vdF16AVX2})
