@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"braid/internal/chat"
+	"braid/internal/engine"
+	"braid/internal/gguf"
+	"braid/internal/server"
+	"braid/internal/sysinfo"
+	"braid/internal/tokenizer"
+)
+
+func init() {
+	register("serve", "OpenAI-compatible HTTP server with continuous batching", runServe)
+}
+
+func runServe(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("serve", "-m MODEL [--listen 127.0.0.1:8080] [--parallel 8] [-c CTX] [--api-key-file F] [--alias NAME]", stderr)
+	var mf modelFlags
+	mf.register(fs)
+	listen := fs.String("listen", "127.0.0.1:8080", "address to listen on (port 0 picks a free one; the address is logged)")
+	parallel := fs.Int("parallel", 8, "sequences decoded together; each gets the full context")
+	queue := fs.Int("queue", 0, "requests waiting beyond --parallel before 429 (default 16 x parallel)")
+	keyFile := fs.String("api-key-file", "", "file with the accepted API keys, one per line; without it no key is needed")
+	alias := fs.String("alias", "", "model name served (default: the file name without .gguf)")
+	grace := fs.Duration("grace", 30*time.Second, "on SIGTERM, how long running requests may finish before they are cancelled")
+	maxBody := fs.Int64("max-body", 8<<20, "largest request body in bytes")
+	stepTokens := fs.Int("step-tokens", 512, "tokens evaluated per step: one per decoding sequence, prompt chunks share the rest")
+	noPrefix := fs.Bool("no-prefix-cache", false, "do not keep finished sequences for prefix reuse")
+	if _, err := parseInterspersed(fs, args); err != nil {
+		return err
+	}
+	if *parallel < 1 {
+		return usagef("--parallel %d: need at least 1", *parallel)
+	}
+	if mf.path == "" {
+		return usagef("-m MODEL is required")
+	}
+	var keys []string
+	if *keyFile != "" {
+		data, err := os.ReadFile(*keyFile)
+		if err != nil {
+			return fmt.Errorf("reading --api-key-file: %w", err)
+		}
+		for _, l := range strings.Split(string(data), "\n") {
+			if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+				keys = append(keys, l)
+			}
+		}
+		if len(keys) == 0 {
+			return fmt.Errorf("--api-key-file %s holds no key", *keyFile)
+		}
+	}
+	name := *alias
+	fileName := strings.TrimSuffix(filepath.Base(mf.path), ".gguf")
+	if name == "" {
+		name = fileName
+	}
+	logf := func(format string, a ...any) {
+		fmt.Fprintf(stderr, "%s braid serve: %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, a...))
+	}
+	srv := server.New(server.Config{Model: name, Aliases: []string{fileName}, APIKeys: keys, MaxBodyBytes: *maxBody, Logf: logf})
+
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", *listen, err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	// Listen first, so /health can say "loading" while the weights map in.
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, ln, *grace) }()
+	logf("listening on http://%s (model %q, loading)", ln.Addr(), name)
+
+	l, tok, tmpl, err := loadForServe(&mf, *parallel, logf, stderr)
+	if err != nil {
+		srv.SetUnavailable("model failed to load: " + err.Error())
+		stop()
+		<-served
+		return err
+	}
+	defer l.Close()
+	prefix := 0
+	if *noPrefix {
+		prefix = -1
+	}
+	sched, err := engine.NewScheduler(l.model, l.cache, engine.SchedulerConfig{
+		Parallel: *parallel, Context: l.ctx, StepTokens: *stepTokens, MaxQueue: *queue, PrefixCache: prefix, IsEOG: tok.IsEOG,
+	})
+	if err != nil {
+		stop()
+		<-served
+		return err
+	}
+	schedCtx, stopSched := context.WithCancel(context.Background())
+	schedDone := make(chan struct{})
+	go func() {
+		defer close(schedDone)
+		sched.Run(schedCtx)
+	}()
+	srv.SetReady(&server.Backend{Sched: sched, Tok: tok, Template: tmpl, Vocab: l.model.Cfg.Vocab})
+	logf("ready: %d slots x %d tokens of context, %d threads, KV cache %s", *parallel, l.ctx, mf.threads, sysinfo.FormatBytes(uint64(l.cache.Bytes())))
+
+	err = <-served
+	// The HTTP side has drained (or been cancelled); the scheduler goes last
+	// so that cancelled sequences are dropped by it, not abandoned.
+	stopSched()
+	<-schedDone
+	if err != nil {
+		return err
+	}
+	logf("stopped")
+	return nil
+}
+
+// loadForServe checks that parallel full contexts fit in memory, loads the
+// model with a cache for all of them, and finds the tokenizer and template.
+func loadForServe(mf *modelFlags, parallel int, logf func(string, ...any), stderr io.Writer) (*loaded, *tokenizer.Tokenizer, *chat.Template, error) {
+	if f, err := gguf.Open(mf.path); err == nil {
+		one := estimateMemory(f, mf.ctx)
+		all := one
+		all.kv *= int64(parallel)
+		f.Close()
+		if mem, err := sysinfo.ReadMemory(); err == nil && mem.Usable() > 0 && uint64(all.total()) > mem.Usable() {
+			return nil, nil, nil, fmt.Errorf("%s with --parallel %d does not fit this node: needs %s (weights %s, KV cache %s for %d x %d positions) but %s is usable; lower --parallel or -c",
+				mf.path, parallel, sysinfo.FormatBytes(uint64(all.total())), sysinfo.FormatBytes(uint64(all.weights)),
+				sysinfo.FormatBytes(uint64(all.kv)), parallel, one.ctx, sysinfo.FormatBytes(mem.Usable()))
+		}
+	}
+	l, err := loadModel(mf, parallel, stderr)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	tok, err := tokenizer.FromGGUF(l.file)
+	if err != nil {
+		l.Close()
+		return nil, nil, nil, err
+	}
+	var tmpl *chat.Template
+	if src, ok := l.file.String("tokenizer.chat_template"); ok && src != "" {
+		if tmpl, err = chat.Parse("tokenizer.chat_template", src); err != nil {
+			l.Close()
+			return nil, nil, nil, fmt.Errorf("the model's chat template: %w", err)
+		}
+	} else {
+		logf("the model has no chat template; chat requests use ChatML")
+		tmpl = chat.ChatML()
+	}
+	return l, tok, tmpl, nil
+}
+

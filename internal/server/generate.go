@@ -1,0 +1,462 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"braid/internal/engine"
+	"braid/internal/sample"
+	"braid/internal/tokenizer"
+)
+
+// usage is OpenAI's token accounting, present in every final response.
+type usage struct {
+	PromptTokens        int `json:"prompt_tokens"`
+	CompletionTokens    int `json:"completion_tokens"`
+	TotalTokens         int `json:"total_tokens"`
+	PromptTokensDetails struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+}
+
+type topEntry struct {
+	Token   string  `json:"token"`
+	Logprob float32 `json:"logprob"`
+	Bytes   []int   `json:"bytes"`
+}
+
+type logprobEntry struct {
+	topEntry
+	TopLogprobs []topEntry `json:"top_logprobs"`
+}
+
+// chatLogprobs is the chat API's logprobs object.
+type chatLogprobs struct {
+	Content []logprobEntry `json:"content"`
+}
+
+// textLogprobs is the legacy completions API's logprobs object.
+type textLogprobs struct {
+	Tokens        []string             `json:"tokens"`
+	TokenLogprobs []float32            `json:"token_logprobs"`
+	TopLogprobs   []map[string]float32 `json:"top_logprobs"`
+	TextOffset    []int                `json:"text_offset"`
+}
+
+type chatMessage struct {
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
+}
+
+type choice struct {
+	Index        int          `json:"index"`
+	Message      *chatMessage `json:"message,omitempty"`
+	Delta        *chatMessage `json:"delta,omitempty"`
+	Text         *string      `json:"text,omitempty"`
+	Logprobs     any          `json:"logprobs"`
+	FinishReason *string      `json:"finish_reason"`
+}
+
+type response struct {
+	ID                string   `json:"id"`
+	Object            string   `json:"object"`
+	Created           int64    `json:"created"`
+	Model             string   `json:"model"`
+	SystemFingerprint string   `json:"system_fingerprint"`
+	Choices           []choice `json:"choices"`
+	Usage             *usage   `json:"usage,omitempty"`
+}
+
+// generation is one request's state while tokens arrive.
+type generation struct {
+	s      *Server
+	b      *Backend
+	j      *job
+	text   *textStream
+	id     string
+	start  time.Time
+	last   time.Time
+	gaps   []time.Duration
+	ntok   int
+	offset int // text sent so far, for text_offset
+
+	// logprobs of the tokens since the last chunk
+	chatLP *chatLogprobs
+	textLP *textLogprobs
+}
+
+func (g *generation) resp(object string) response {
+	return response{ID: g.id, Object: object, Created: time.Now().Unix(), Model: g.j.model, SystemFingerprint: "braid"}
+}
+
+// take handles one token: timing, logprobs, text; it returns the text to
+// send and whether a stop string ended the generation.
+func (g *generation) take(t engine.Token) (string, bool) {
+	g.ntok++
+	if g.ntok == 1 {
+		g.s.metrics.observeTTFT(t.At.Sub(g.start))
+	} else {
+		g.gaps = append(g.gaps, t.At.Sub(g.last))
+	}
+	g.last = t.At
+	if g.j.topLogprobs >= 0 {
+		g.addLogprob(t)
+	}
+	out, stop := g.text.add(t.ID)
+	g.offset += len(out)
+	return out, stop
+}
+
+func (g *generation) addLogprob(t engine.Token) {
+	tok := g.b.Tok
+	piece := tok.Piece(t.ID, true)
+	if g.j.chat {
+		if g.chatLP == nil {
+			g.chatLP = &chatLogprobs{}
+		}
+		e := logprobEntry{topEntry: entry(tok, t.ID, t.Logprob), TopLogprobs: make([]topEntry, 0, len(t.Top))}
+		for _, c := range t.Top {
+			e.TopLogprobs = append(e.TopLogprobs, entry(tok, c.ID, c.Logprob))
+		}
+		g.chatLP.Content = append(g.chatLP.Content, e)
+		_ = piece
+		return
+	}
+	if g.textLP == nil {
+		g.textLP = &textLogprobs{}
+	}
+	lp := g.textLP
+	lp.Tokens = append(lp.Tokens, piece)
+	lp.TokenLogprobs = append(lp.TokenLogprobs, t.Logprob)
+	lp.TextOffset = append(lp.TextOffset, g.offset)
+	m := make(map[string]float32, len(t.Top))
+	for _, c := range t.Top {
+		m[tok.Piece(c.ID, true)] = c.Logprob
+	}
+	lp.TopLogprobs = append(lp.TopLogprobs, m)
+}
+
+func entry(tok *tokenizer.Tokenizer, id int32, lp float32) topEntry {
+	p := tok.Piece(id, true)
+	bs := make([]int, len(p))
+	for i := 0; i < len(p); i++ {
+		bs[i] = int(p[i])
+	}
+	return topEntry{Token: p, Logprob: lp, Bytes: bs}
+}
+
+// takeLogprobs returns and clears the logprobs gathered since the last call
+// (nil when none were asked for).
+func (g *generation) takeLogprobs() any {
+	if g.chatLP != nil {
+		lp := g.chatLP
+		g.chatLP = nil
+		return lp
+	}
+	if g.textLP != nil {
+		lp := g.textLP
+		g.textLP = nil
+		return lp
+	}
+	return nil
+}
+
+func (g *generation) usage(res engine.Result) *usage {
+	u := &usage{PromptTokens: len(g.j.prompt), CompletionTokens: g.ntok}
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	u.PromptTokensDetails.CachedTokens = res.CachedTokens
+	return u
+}
+
+// run checks the prompt against the context, queues the request and answers
+// it whole or streamed.
+func (s *Server) run(w http.ResponseWriter, r *http.Request, b *Backend, j *job, params sample.Params, maxTok int, start time.Time) {
+	ctxLen := b.Sched.Config().Context
+	if len(j.prompt) == 0 {
+		writeError(w, badRequest("prompt", "the prompt is empty"))
+		return
+	}
+	if len(j.prompt) >= ctxLen {
+		writeError(w, &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "messages", Code: "context_length_exceeded",
+			Message: fmt.Sprintf("the prompt has %d tokens but the context holds %d (and at least one token must be generated)", len(j.prompt), ctxLen)})
+		return
+	}
+	if room := ctxLen - len(j.prompt); maxTok < 0 || maxTok > room {
+		maxTok = room
+	}
+	smp, err := sample.New(params, b.Vocab)
+	if err != nil {
+		writeError(w, badRequest("", "%v", err))
+		return
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	st, err := b.Sched.Submit(ctx, engine.Job{Prompt: j.prompt, MaxTokens: maxTok, Sampler: smp, TopLogprobs: j.topLogprobs})
+	if err != nil {
+		if errors.Is(err, engine.ErrQueueFull) {
+			writeError(w, &apiError{Status: http.StatusTooManyRequests, Type: "rate_limit_exceeded", Code: "queue_full",
+				Message: fmt.Sprintf("server busy: %v; retry later", err)})
+			return
+		}
+		writeError(w, &apiError{Status: http.StatusInternalServerError, Type: "server_error", Message: err.Error()})
+		return
+	}
+	g := &generation{s: s, b: b, j: j, text: newTextStream(b.Tok, j.stops), start: start, id: newID("cmpl-")}
+	if j.chat {
+		g.id = newID("chatcmpl-")
+	}
+	if j.stream {
+		s.stream(ctx, cancel, w, st, g)
+	} else {
+		s.whole(ctx, cancel, w, st, g)
+	}
+}
+
+// drive receives tokens until the end, a stop string, or the client leaving;
+// emit gets the text of each batch of tokens. It returns the finish reason
+// ("" when the client left) and the engine's result.
+func (g *generation) drive(ctx context.Context, cancel context.CancelFunc, st *engine.Stream, emit func(text string) error) (string, engine.Result, error) {
+	var toks []engine.Token
+	for {
+		var done bool
+		var err error
+		toks, done, err = st.Recv(ctx, toks[:0])
+		if err != nil {
+			return "", engine.Result{}, err
+		}
+		out, stopped := "", false
+		for _, t := range toks {
+			var s string
+			s, stopped = g.take(t)
+			out += s
+			if stopped {
+				break
+			}
+		}
+		if stopped {
+			// The engine may still run a step for this sequence; cancelling
+			// frees its slot at the next one.
+			cancel()
+			return "stop", st.Result(), emit(out)
+		}
+		if !done {
+			if out != "" || g.chatLP != nil || g.textLP != nil {
+				if err := emit(out); err != nil {
+					return "", engine.Result{}, err
+				}
+			}
+			continue
+		}
+		res := st.Result()
+		rest, stopped := g.text.flush()
+		out += rest
+		g.offset += len(rest)
+		if err := emit(out); err != nil {
+			return "", res, err
+		}
+		g.s.metrics.observeITL(g.gaps)
+		g.s.metrics.observeE2E(time.Since(g.start))
+		switch {
+		case stopped:
+			return "stop", res, nil
+		case res.Finish == engine.FinishStop:
+			return "stop", res, nil
+		case res.Finish == engine.FinishLength:
+			return "length", res, nil
+		case res.Finish == engine.FinishCancelled:
+			return "", res, res.Err
+		}
+		if res.Err == nil {
+			res.Err = fmt.Errorf("generation ended with %v", res.Finish)
+		}
+		return "", res, res.Err
+	}
+}
+
+func (s *Server) whole(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, st *engine.Stream, g *generation) {
+	var text []byte
+	var lps []any
+	finish, res, err := g.drive(ctx, cancel, st, func(t string) error {
+		text = append(text, t...)
+		if lp := g.takeLogprobs(); lp != nil {
+			lps = append(lps, lp)
+		}
+		return nil
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			w.WriteHeader(499) // nobody is listening; for the metrics
+			return
+		}
+		s.cfg.Logf("request %s failed: %v", g.id, err)
+		writeError(w, engineError(err))
+		return
+	}
+	str := string(text)
+	c := choice{FinishReason: &finish, Logprobs: mergeLogprobs(lps)}
+	var resp response
+	if g.j.chat {
+		resp = g.resp("chat.completion")
+		c.Message = &chatMessage{Role: "assistant", Content: &str}
+	} else {
+		resp = g.resp("text_completion")
+		c.Text = &str
+	}
+	resp.Choices = []choice{c}
+	resp.Usage = g.usage(res)
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func engineError(err error) *apiError {
+	if errors.Is(err, engine.ErrStopped) {
+		return unavailable("shutting down")
+	}
+	return &apiError{Status: http.StatusInternalServerError, Type: "server_error", Message: err.Error()}
+}
+
+// mergeLogprobs joins the per-chunk logprobs of a whole response.
+func mergeLogprobs(lps []any) any {
+	if len(lps) == 0 {
+		return nil
+	}
+	switch lps[0].(type) {
+	case *chatLogprobs:
+		out := &chatLogprobs{}
+		for _, l := range lps {
+			out.Content = append(out.Content, l.(*chatLogprobs).Content...)
+		}
+		return out
+	case *textLogprobs:
+		out := &textLogprobs{}
+		for _, l := range lps {
+			t := l.(*textLogprobs)
+			out.Tokens = append(out.Tokens, t.Tokens...)
+			out.TokenLogprobs = append(out.TokenLogprobs, t.TokenLogprobs...)
+			out.TopLogprobs = append(out.TopLogprobs, t.TopLogprobs...)
+			out.TextOffset = append(out.TextOffset, t.TextOffset...)
+		}
+		return out
+	}
+	return nil
+}
+
+func (s *Server) stream(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, st *engine.Stream, g *generation) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	send := func(v any) error {
+		data, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		buf := make([]byte, 0, len(data)+8)
+		buf = append(append(append(buf, "data: "...), data...), "\n\n"...)
+		if _, err := w.Write(buf); err != nil {
+			return err
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		return nil
+	}
+	object := "text_completion"
+	if g.j.chat {
+		object = "chat.completion.chunk"
+		empty := ""
+		r := g.resp(object)
+		r.Choices = []choice{{Delta: &chatMessage{Role: "assistant", Content: &empty}}}
+		if send(r) != nil {
+			return
+		}
+	}
+	chunk := func(text string, finish *string) response {
+		r := g.resp(object)
+		c := choice{FinishReason: finish, Logprobs: g.takeLogprobs()}
+		if g.j.chat {
+			c.Delta = &chatMessage{}
+			if text != "" || finish == nil {
+				c.Delta.Content = &text
+			}
+		} else {
+			c.Text = &text
+		}
+		r.Choices = []choice{c}
+		return r
+	}
+	finish, res, err := g.drive(ctx, cancel, st, func(text string) error {
+		if text == "" && g.chatLP == nil && g.textLP == nil {
+			return nil
+		}
+		return send(chunk(text, nil))
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return // the client left; nothing more to say
+		}
+		s.cfg.Logf("request %s failed mid-stream: %v", g.id, err)
+		send(engineError(err).body())
+		w.Write([]byte("data: [DONE]\n\n"))
+		return
+	}
+	last := chunk("", &finish)
+	last.Usage = g.usage(res)
+	if send(last) != nil {
+		return
+	}
+	if g.j.usageChunk {
+		r := g.resp(object)
+		r.Choices = []choice{}
+		r.Usage = g.usage(res)
+		if send(r) != nil {
+			return
+		}
+	}
+	w.Write([]byte("data: [DONE]\n\n"))
+	if flusher != nil {
+		flusher.Flush()
+	}
+}
+
+// Serve answers on ln until ctx ends, then shuts down gracefully: it stops
+// accepting, lets running requests finish for up to grace, then cancels the
+// rest (their sequences leave the scheduler at its next step) and waits for
+// their handlers to return.
+func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
+	base, cancelBase := context.WithCancel(context.Background())
+	defer cancelBase()
+	hs := &http.Server{
+		Handler:           s.Handler(),
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ReadHeaderTimeout: 30 * time.Second,
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	s.draining.Store(true)
+	s.SetUnavailable("shutting down")
+	s.cfg.Logf("shutting down: waiting up to %v for running requests", grace)
+	sctx, stop := context.WithTimeout(context.Background(), grace)
+	defer stop()
+	if err := hs.Shutdown(sctx); err != nil {
+		s.cfg.Logf("grace period over; cancelling the requests still running")
+		cancelBase()
+		hs.Close()
+	}
+	s.inflight.Wait()
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,152 @@
+package server
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"braid/internal/engine"
+)
+
+// histogram is a Prometheus histogram with fixed buckets (seconds).
+type histogram struct {
+	bounds []float64
+	counts []uint64 // per bucket, not cumulative; last is +Inf
+	sum    float64
+	n      uint64
+}
+
+func newHistogram(bounds ...float64) *histogram {
+	return &histogram{bounds: bounds, counts: make([]uint64, len(bounds)+1)}
+}
+
+func (h *histogram) observe(v float64) {
+	i := sort.SearchFloat64s(h.bounds, v)
+	h.counts[i]++
+	h.sum += v
+	h.n++
+}
+
+func (h *histogram) write(w io.Writer, name string) {
+	var cum uint64
+	for i, b := range h.bounds {
+		cum += h.counts[i]
+		fmt.Fprintf(w, "%s_bucket{le=\"%s\"} %d\n", name, strconv.FormatFloat(b, 'g', -1, 64), cum)
+	}
+	fmt.Fprintf(w, "%s_bucket{le=\"+Inf\"} %d\n%s_sum %g\n%s_count %d\n", name, h.n, name, h.sum, name, h.n)
+}
+
+// metrics are the server's own counters; the engine's are read from the
+// scheduler when scraped.
+type metrics struct {
+	mu       sync.Mutex
+	requests map[[2]string]uint64 // endpoint, status
+	ttft     *histogram
+	itl      *histogram
+	e2e      *histogram
+}
+
+func newMetrics() *metrics {
+	return &metrics{
+		requests: map[[2]string]uint64{},
+		ttft:     newHistogram(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+		itl:      newHistogram(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+		e2e:      newHistogram(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
+	}
+}
+
+func (m *metrics) request(endpoint string, status int) {
+	m.mu.Lock()
+	m.requests[[2]string{endpoint, strconv.Itoa(status)}]++
+	m.mu.Unlock()
+}
+
+func (m *metrics) observeTTFT(d time.Duration) {
+	m.mu.Lock()
+	m.ttft.observe(d.Seconds())
+	m.mu.Unlock()
+}
+
+// observeITL records the gaps between consecutive tokens of one request.
+func (m *metrics) observeITL(gaps []time.Duration) {
+	if len(gaps) == 0 {
+		return
+	}
+	m.mu.Lock()
+	for _, g := range gaps {
+		m.itl.observe(g.Seconds())
+	}
+	m.mu.Unlock()
+}
+
+func (m *metrics) observeE2E(d time.Duration) {
+	m.mu.Lock()
+	m.e2e.observe(d.Seconds())
+	m.mu.Unlock()
+}
+
+// write renders every metric in the Prometheus text format.
+func (m *metrics) write(w io.Writer, ready bool, sched *engine.Scheduler) {
+	m.mu.Lock()
+	keys := make([][2]string, 0, len(m.requests))
+	for k := range m.requests {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i][0] != keys[j][0] {
+			return keys[i][0] < keys[j][0]
+		}
+		return keys[i][1] < keys[j][1]
+	})
+	fmt.Fprintln(w, "# HELP braid_requests_total HTTP requests by endpoint and status.\n# TYPE braid_requests_total counter")
+	for _, k := range keys {
+		fmt.Fprintf(w, "braid_requests_total{endpoint=%q,status=%q} %d\n", k[0], k[1], m.requests[k])
+	}
+	fmt.Fprintln(w, "# HELP braid_time_to_first_token_seconds From request arrival to the first generated token.\n# TYPE braid_time_to_first_token_seconds histogram")
+	m.ttft.write(w, "braid_time_to_first_token_seconds")
+	fmt.Fprintln(w, "# HELP braid_inter_token_latency_seconds Gap between consecutive tokens of a request.\n# TYPE braid_inter_token_latency_seconds histogram")
+	m.itl.write(w, "braid_inter_token_latency_seconds")
+	fmt.Fprintln(w, "# HELP braid_request_duration_seconds From request arrival to its last token.\n# TYPE braid_request_duration_seconds histogram")
+	m.e2e.write(w, "braid_request_duration_seconds")
+	m.mu.Unlock()
+
+	gauge := func(name, help string, v any) {
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n%s %v\n", name, help, name, name, v)
+	}
+	counter := func(name, help string, v any) {
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n%s %v\n", name, help, name, name, v)
+	}
+	r := 0
+	if ready {
+		r = 1
+	}
+	gauge("braid_ready", "1 when the model is loaded and requests are served.", r)
+	if sched == nil {
+		return
+	}
+	c := sched.Counters()
+	cfg := sched.Config()
+	counter("braid_prompt_tokens_total", "Prompt tokens evaluated (reused prefix tokens excluded).", c.PromptTokens)
+	counter("braid_prefix_reused_tokens_total", "Prompt tokens taken from cached sequences instead of being evaluated.", c.ReusedTokens)
+	counter("braid_generated_tokens_total", "Tokens generated.", c.GenTokens)
+	counter("braid_steps_total", "Batched forward steps run.", c.Steps)
+	gauge("braid_queue_depth", "Requests waiting for a slot.", c.Queue)
+	gauge("braid_busy_slots", "Sequences holding a slot.", c.Busy)
+	gauge("braid_slots", "Slots (--parallel).", cfg.Parallel)
+	gauge("braid_kv_cache_blocks_used", "KV cache blocks in use, cached finished sequences included.", c.KVBlocksUsed)
+	gauge("braid_kv_cache_blocks_total", "KV cache blocks in the pool.", c.KVBlocksTotal)
+	ratio := 0.0
+	if c.KVBlocksTotal > 0 {
+		ratio = float64(c.KVBlocksUsed) / float64(c.KVBlocksTotal)
+	}
+	gauge("braid_kv_cache_usage_ratio", "Fraction of the KV cache pool in use.", ratio)
+	gauge("braid_prefix_cached_sequences", "Finished sequences kept for prefix reuse.", c.CachedSequences)
+	gauge("braid_step_decode_sequences_max", "The most sequences decoded together in one step so far.", c.MaxStepSequences)
+	fmt.Fprintln(w, "# HELP braid_steps_by_decode_sequences_total Steps by the number of sequences they decoded together (0: prefill only).\n# TYPE braid_steps_by_decode_sequences_total counter")
+	for k, n := range c.StepSequences {
+		fmt.Fprintf(w, "braid_steps_by_decode_sequences_total{sequences=\"%d\"} %d\n", k, n)
+	}
+}

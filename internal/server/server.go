@@ -1,0 +1,407 @@
+// Package server is braid's OpenAI-compatible HTTP API: chat and text
+// completions (whole or streamed as server-sent events), the model list,
+// health and Prometheus metrics. It talks to the engine's Scheduler only;
+// the scheduler's goroutine owns the model.
+package server
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"braid/internal/chat"
+	"braid/internal/engine"
+	"braid/internal/tokenizer"
+)
+
+// Config is what the server needs besides the model.
+type Config struct {
+	// Model is the name /v1/models lists and requests must use.
+	Model string
+	// Aliases are further names accepted in requests (the file name).
+	Aliases []string
+	// APIKeys, when any, must be presented as "Authorization: Bearer KEY"
+	// on /v1/ endpoints.
+	APIKeys []string
+	// MaxBodyBytes bounds a request body; 0 means 8 MiB.
+	MaxBodyBytes int64
+	// Logf receives one line per notable event; nil discards them.
+	Logf func(format string, a ...any)
+}
+
+// Backend is a loaded model as the server sees it.
+type Backend struct {
+	Sched *engine.Scheduler
+	Tok   *tokenizer.Tokenizer
+	// Template renders chat messages; nil means ChatML.
+	Template *chat.Template
+	Vocab    int
+}
+
+// Server handles the HTTP API. It can answer before the model is loaded
+// (health says why it is not ready) and drains on Shutdown.
+type Server struct {
+	cfg     Config
+	metrics *metrics
+	created int64
+
+	mu       sync.RWMutex
+	backend  *Backend
+	notReady string // why requests are refused; "" when ready
+
+	inflight sync.WaitGroup
+	draining atomic.Bool
+}
+
+// New makes a server in the "loading" state.
+func New(cfg Config) *Server {
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = 8 << 20
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	return &Server{cfg: cfg, metrics: newMetrics(), created: time.Now().Unix(), notReady: "loading model"}
+}
+
+// SetReady starts serving requests on b.
+func (s *Server) SetReady(b *Backend) {
+	if b.Template == nil {
+		b.Template = chat.ChatML()
+	}
+	s.mu.Lock()
+	s.backend, s.notReady = b, ""
+	s.mu.Unlock()
+}
+
+// SetUnavailable makes requests fail with 503 and reason (loading,
+// degraded, shutting down).
+func (s *Server) SetUnavailable(reason string) {
+	s.mu.Lock()
+	s.notReady = reason
+	s.mu.Unlock()
+}
+
+func (s *Server) state() (*Backend, string) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.notReady == "" && s.backend != nil && !s.backend.Sched.Running() {
+		return s.backend, "scheduler is not running"
+	}
+	return s.backend, s.notReady
+}
+
+// Handler is the HTTP API.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/chat/completions", s.auth(s.handleChat))
+	mux.HandleFunc("/v1/completions", s.auth(s.handleCompletion))
+	mux.HandleFunc("/v1/models", s.auth(s.handleModels))
+	mux.HandleFunc("/health", s.handleHealth)
+	mux.HandleFunc("/metrics", s.handleMetrics)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "not_found",
+			Message: fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path)})
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.inflight.Add(1)
+		defer s.inflight.Done()
+		rec := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		mux.ServeHTTP(rec, r)
+		s.metrics.request(endpointLabel(r.URL.Path), rec.status)
+	})
+}
+
+// endpointLabel keeps the metric's label set bounded whatever paths clients
+// try.
+func endpointLabel(p string) string {
+	switch p {
+	case "/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics":
+		return p
+	}
+	return "other"
+}
+
+// statusWriter remembers the status for the metrics; 499 marks a client that
+// went away, as nginx logs it.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.status, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (s *Server) auth(next http.HandlerFunc) http.HandlerFunc {
+	if len(s.cfg.APIKeys) == 0 {
+		return next
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		h := r.Header.Get("Authorization")
+		key, ok := strings.CutPrefix(h, "Bearer ")
+		if !ok || !s.validKey(strings.TrimSpace(key)) {
+			msg := "missing API key: send Authorization: Bearer KEY"
+			if h != "" {
+				msg = "invalid API key"
+			}
+			writeError(w, &apiError{Status: http.StatusUnauthorized, Type: "authentication_error", Code: "invalid_api_key", Message: msg})
+			return
+		}
+		next(w, r)
+	}
+}
+
+func (s *Server) validKey(k string) bool {
+	ok := 0
+	for _, want := range s.cfg.APIKeys {
+		ok |= subtle.ConstantTimeCompare([]byte(k), []byte(want))
+	}
+	return ok == 1
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, e *apiError) {
+	writeJSON(w, e.Status, e.body())
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	if _, why := s.state(); why != "" {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": why})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
+	b, why := s.state()
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	var sched *engine.Scheduler
+	if b != nil {
+		sched = b.Sched
+	}
+	s.metrics.write(w, why == "", sched)
+}
+
+func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		writeError(w, methodNotAllowed(r))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"object": "list",
+		"data":   []map[string]any{{"id": s.cfg.Model, "object": "model", "created": s.created, "owned_by": "braid"}},
+	})
+}
+
+func methodNotAllowed(r *http.Request) *apiError {
+	return &apiError{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error", Message: fmt.Sprintf("%s is not allowed on %s", r.Method, r.URL.Path)}
+}
+
+func (s *Server) checkModel(name string) *apiError {
+	if name == s.cfg.Model {
+		return nil
+	}
+	for _, a := range s.cfg.Aliases {
+		if name == a {
+			return nil
+		}
+	}
+	if name == "" {
+		return badRequest("model", "model is required; this server serves %q", s.cfg.Model)
+	}
+	return &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "model", Code: "model_not_found",
+		Message: fmt.Sprintf("model %q does not exist; this server serves %q", name, s.cfg.Model)}
+}
+
+func randomSeed() uint64 {
+	var b [8]byte
+	rand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:])
+}
+
+func newID(prefix string) string {
+	var b [12]byte
+	rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// job is a validated request ready for the scheduler.
+type job struct {
+	chat        bool
+	model       string
+	prompt      []int32
+	maxTokens   int
+	stream      bool
+	usageChunk  bool
+	stops       []string
+	topLogprobs int // -1: no logprobs
+	engine      engine.Job
+}
+
+func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	if r.Method != http.MethodPost {
+		writeError(w, methodNotAllowed(r))
+		return
+	}
+	var req chatRequest
+	if e := decodeBody(w, r, s.cfg.MaxBodyBytes, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	if e := s.checkModel(req.Model); e != nil {
+		writeError(w, e)
+		return
+	}
+	params, maxTok, e := req.params(randomSeed)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	if e := checkMessages(req.Messages); e != nil {
+		writeError(w, e)
+		return
+	}
+	top := -1
+	if req.Logprobs != nil && *req.Logprobs {
+		top = 0
+	}
+	if req.TopLogprobs != nil {
+		if *req.TopLogprobs < 0 || *req.TopLogprobs > 20 {
+			writeError(w, badRequest("top_logprobs", "top_logprobs = %d is out of range [0, 20]", *req.TopLogprobs))
+			return
+		}
+		if top < 0 && *req.TopLogprobs > 0 {
+			writeError(w, badRequest("top_logprobs", "top_logprobs needs logprobs: true"))
+			return
+		}
+		if top >= 0 {
+			top = *req.TopLogprobs
+		}
+	}
+	b, why := s.state()
+	if why != "" {
+		writeError(w, unavailable(why))
+		return
+	}
+	opts := chat.Options{AddGenerationPrompt: true}
+	if b.Tok.BOS() >= 0 {
+		opts.BOS = b.Tok.TokenText(b.Tok.BOS())
+	}
+	if b.Tok.EOS() >= 0 {
+		opts.EOS = b.Tok.TokenText(b.Tok.EOS())
+	}
+	if len(req.Tools) > 0 {
+		opts.Tools = req.Tools
+	}
+	text, err := b.Template.RenderChat(req.Messages, opts)
+	if err != nil {
+		var ce *chat.Error
+		if errors.As(err, &ce) && ce.Raised {
+			writeError(w, badRequest("messages", "the model's chat template refused the messages: %s", ce.Message))
+			return
+		}
+		writeError(w, &apiError{Status: http.StatusInternalServerError, Type: "server_error", Message: fmt.Sprintf("rendering the chat template: %v", err)})
+		return
+	}
+	ids := b.Tok.Encode(text, true, true)
+	j := &job{chat: true, model: req.Model, prompt: ids, stream: req.Stream, stops: req.Stop, topLogprobs: top}
+	j.usageChunk = req.StreamOptions != nil && req.StreamOptions.IncludeUsage
+	s.run(w, r, b, j, params, maxTok, start)
+}
+
+func (s *Server) handleCompletion(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	if r.Method != http.MethodPost {
+		writeError(w, methodNotAllowed(r))
+		return
+	}
+	var req completionRequest
+	if e := decodeBody(w, r, s.cfg.MaxBodyBytes, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	if e := s.checkModel(req.Model); e != nil {
+		writeError(w, e)
+		return
+	}
+	params, maxTok, e := req.params(randomSeed)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	text, ids, e := parsePrompt(req.Prompt)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	if req.Echo {
+		writeError(w, badRequest("echo", "echo is not supported"))
+		return
+	}
+	if req.Suffix != nil && *req.Suffix != "" {
+		writeError(w, badRequest("suffix", "suffix is not supported"))
+		return
+	}
+	top := -1
+	if req.Logprobs != nil {
+		if *req.Logprobs < 0 || *req.Logprobs > 5 {
+			writeError(w, badRequest("logprobs", "logprobs = %d is out of range [0, 5]", *req.Logprobs))
+			return
+		}
+		top = *req.Logprobs
+	}
+	b, why := s.state()
+	if why != "" {
+		writeError(w, unavailable(why))
+		return
+	}
+	if ids == nil {
+		ids = b.Tok.Encode(text, true, false)
+	}
+	for i, id := range ids {
+		if id < 0 || int(id) >= b.Vocab {
+			writeError(w, badRequest("prompt", "prompt token %d is %d, outside the vocabulary [0, %d)", i, id, b.Vocab))
+			return
+		}
+	}
+	j := &job{model: req.Model, prompt: ids, stream: req.Stream, stops: req.Stop, topLogprobs: top}
+	j.usageChunk = req.StreamOptions != nil && req.StreamOptions.IncludeUsage
+	s.run(w, r, b, j, params, maxTok, start)
+}
+
+func unavailable(why string) *apiError {
+	return &apiError{Status: http.StatusServiceUnavailable, Type: "service_unavailable", Code: "unavailable", Message: "server unavailable: " + why}
+}
