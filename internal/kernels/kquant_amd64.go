@@ -22,6 +22,12 @@ func kqQ6KAVX512VNNI(w, x *byte, nb int) float32
 func kqQ6KAVX2(w, x *byte, nb int) float32
 
 //go:noescape
+func kqQ2KAVX512VNNI(w, x *byte, nb int) float32
+
+//go:noescape
+func kqQ3KAVX512VNNI(w, x *byte, nb int) float32
+
+//go:noescape
 func kqIQ4XSAVX512VNNI(w, x *byte, nb int) float32
 
 //go:noescape
@@ -37,6 +43,8 @@ func init() {
 		cpu.X86.HasAVX512VNNI && cpu.X86.HasFMA && cpu.X86.HasF16C
 	avx2 := cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
 
+	registerFast(quant.Q2_K, avx512, &dotImpl{name: "avx512vnni", act: quant.Q8_K, dot: kqWrap(kqQ2KAVX512VNNI, kqQ2KSize)})
+	registerFast(quant.Q3_K, avx512, &dotImpl{name: "avx512vnni", act: quant.Q8_K, dot: kqWrap(kqQ3KAVX512VNNI, kqQ3KSize)})
 	registerFast(quant.Q4_K, avx512, &dotImpl{name: "avx512vnni", act: quant.Q8_K, dot: kqWrap(kqQ4KAVX512VNNI, kqQ4KSize)})
 	registerFast(quant.Q4_K, avx2, &dotImpl{name: "avx2", act: quant.Q8_K, dot: kqWrap(kqQ4KAVX2, kqQ4KSize)})
 	registerFast(quant.Q5_K, avx512, &dotImpl{name: "avx512vnni", act: quant.Q8_K, dot: kqWrap(kqQ5KAVX512VNNI, kqQ5KSize)})

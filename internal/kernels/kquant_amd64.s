@@ -617,6 +617,180 @@ iq4xs512loop:
 	MOVSS X0, ret+24(FP)
 	RET
 
+// func kqQ2KAVX512VNNI(w, x *byte, nb int) float32
+//
+// A 32-byte half of the 2-bit codes broadcast to both zmm halves, the upper
+// shifted by 2, gives the codes of 64 contiguous values (bit pairs 0 and 1);
+// shifted by 4 more, the next 64 (bit pairs 2 and 3).
+TEXT ·kqQ2KAVX512VNNI(SB), NOSPLIT, $0-28
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ nb+16(FP), CX
+	MOVL $0x0f, AX
+	VPBROADCASTB AX, Z31
+	MOVL $0x03, AX
+	VPBROADCASTB AX, Z21
+	MOVL $0xffff0000, AX
+	KMOVD AX, K1
+	VMOVDQU64 kqQ6KPerm<>+0(SB), Z24
+	VMOVDQU64 kqQ6KPerm<>+64(SB), Z25
+	VMOVDQU64 kqQ6KPerm<>+128(SB), Z26
+	VMOVDQU64 kqQ6KPerm<>+192(SB), Z27
+	VPXORD Z29, Z29, Z29
+	VPXORD Z30, Z30, Z30
+
+q2k512loop:
+	KQ_PREFETCH3
+	// 4-bit scales (low nibbles) and mins (high nibbles) as words
+	VMOVDQU (SI), X0
+	VPSRLW $4, X0, X1
+	VPANDD X31, X0, X0
+	VPANDD X31, X1, X1
+	VPMOVZXBW X0, Y4
+	VPMOVZXBW X1, Y5
+	VPMADDWD 260(DI), Y5, Y5
+	VCVTDQ2PS Y5, Y5
+	VPBROADCASTD 80(SI), X6
+	VCVTPH2PS X6, X6
+	VMULPS.BCST (DI), X6, X6
+	VBROADCASTSS X6, Z8
+	VMOVSHDUP X6, X9
+	VBROADCASTSS X9, Y9
+	VFNMADD231PS Y9, Y5, Y30
+
+	VBROADCASTI64X4 16(SI), Z0
+	VPSRLW $2, Z0, K1, Z0
+	VPSRLW $4, Z0, Z1
+	VPANDQ Z21, Z0, Z0
+	VPANDQ Z21, Z1, Z1
+	VPMADDUBSW 4(DI), Z0, Z0
+	VPMADDUBSW 68(DI), Z1, Z1
+	VPERMW Z4, Z24, Z10
+	VPERMW Z4, Z25, Z11
+	VPMADDWD Z10, Z0, Z12
+	VPDPWSSD Z11, Z1, Z12
+
+	VBROADCASTI64X4 48(SI), Z0
+	VPSRLW $2, Z0, K1, Z0
+	VPSRLW $4, Z0, Z1
+	VPANDQ Z21, Z0, Z0
+	VPANDQ Z21, Z1, Z1
+	VPMADDUBSW 132(DI), Z0, Z0
+	VPMADDUBSW 196(DI), Z1, Z1
+	VPERMW Z4, Z26, Z10
+	VPERMW Z4, Z27, Z11
+	VPDPWSSD Z10, Z0, Z12
+	VPDPWSSD Z11, Z1, Z12
+
+	VCVTDQ2PS Z12, Z12
+	VFMADD231PS Z8, Z12, Z29
+
+	ADDQ $84, SI
+	ADDQ $292, DI
+	DECQ CX
+	JNZ  q2k512loop
+
+	KQ_REDUCE512
+	MOVSS X0, ret+24(FP)
+	RET
+
+// One 128-value half of a Q3_K block: 2-bit codes at qo(SI) as in Q2_K, the
+// third bit from hmask (Z13 = [hm, hm]) shifted right by hs, plus one more
+// in the upper zmm half, so bit 0 serves the first 64 values and bit 2 the
+// next 64. Codes 0..7 are the values + 4.
+#define KQ_Q3_HALF512(qo, hs, xo, xo2, plo, phi) \
+	VBROADCASTI64X4 qo(SI), Z0 \
+	VPSRLW $2, Z0, K1, Z0 \
+	VPSRLW $4, Z0, Z1 \
+	VPANDQ Z21, Z0, Z0 \
+	VPANDQ Z21, Z1, Z1 \
+	VPSRLW $hs, Z13, Z2 \
+	VPSRLW $1, Z2, K1, Z2 \
+	VPSLLW $2, Z2, Z3 \
+	VPTERNLOGD $0xf8, Z20, Z3, Z0 \
+	VPTERNLOGD $0xf8, Z20, Z2, Z1 \
+	VPMADDUBSW xo(DI), Z0, Z0 \
+	VPMADDUBSW xo2(DI), Z1, Z1 \
+	VPERMW Z4, plo, Z10 \
+	VPERMW Z4, phi, Z11 \
+	VPDPWSSD Z10, Z0, Z12 \
+	VPDPWSSD Z11, Z1, Z12
+
+// func kqQ3KAVX512VNNI(w, x *byte, nb int) float32
+//
+// Codes are used as value+4 (0..7); 4 * sum(scale_g * bsum_g) is taken off
+// in int32 per block.
+TEXT ·kqQ3KAVX512VNNI(SB), NOSPLIT, $0-28
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ nb+16(FP), CX
+	KQ_MASKS
+	MOVL $0x03, AX
+	VPBROADCASTB AX, Z21
+	MOVL $0x04, AX
+	VPBROADCASTB AX, Z20
+	MOVL $0x00200020, AX
+	VPBROADCASTD AX, Y28
+	MOVL $0xffff0000, AX
+	KMOVD AX, K1
+	VMOVDQU64 kqQ6KPerm<>+0(SB), Z24
+	VMOVDQU64 kqQ6KPerm<>+64(SB), Z25
+	VMOVDQU64 kqQ6KPerm<>+128(SB), Z26
+	VMOVDQU64 kqQ6KPerm<>+192(SB), Z27
+	VPXORD Z29, Z29, Z29
+
+q3k512loop:
+	KQ_PREFETCH3
+	// 16 6-bit scales: low nibbles from bytes 0-7, top 2 bits from 8-11
+	// (ggml's kmask arithmetic, two 32-bit halves at a time).
+	MOVQ 96(SI), R8
+	MOVL 104(SI), R9
+	MOVQ R9, DX
+	SHRQ $2, DX
+	SHLQ $32, DX
+	ORQ DX, R9
+	MOVQ R8, R10
+	ANDQ R13, R10
+	MOVQ R9, DX
+	ANDQ R12, DX
+	SHLQ $4, DX
+	ORQ DX, R10
+	SHRQ $4, R8
+	ANDQ R13, R8
+	SHRQ $4, R9
+	ANDQ R12, R9
+	SHLQ $4, R9
+	ORQ R9, R8
+	VMOVQ R10, X0
+	VMOVQ R8, X1
+	VPUNPCKLQDQ X1, X0, X0
+	VPMOVZXBW X0, Y4
+	VPSUBW Y28, Y4, Y4
+	VPMADDWD 260(DI), Y4, Y5
+	VPSLLD $2, Y5, Y5
+
+	VBROADCASTI64X4 0(SI), Z13
+	VPXORD Z12, Z12, Z12
+	KQ_Q3_HALF512(32, 0, 4, 68, Z24, Z25)
+	KQ_Q3_HALF512(64, 4, 132, 196, Z26, Z27)
+	VPSUBD Z5, Z12, Z12
+	VCVTDQ2PS Z12, Z12
+
+	VPBROADCASTW 108(SI), Y8
+	VCVTPH2PS Y8, Z8
+	VMULPS.BCST (DI), Z8, Z8
+	VFMADD231PS Z8, Z12, Z29
+
+	ADDQ $110, SI
+	ADDQ $292, DI
+	DECQ CX
+	JNZ  q3k512loop
+
+	VPXORD Z30, Z30, Z30
+	KQ_REDUCE512
+	MOVSS X0, ret+24(FP)
+	RET
+
 // Horizontal sum of Y12 + Y11 into X0.
 #define KQ_REDUCE256 \
 	VADDPS Y11, Y12, Y0 \
