@@ -10,6 +10,336 @@
 // from the reference in the last bits only.
 
 
+// func kqQ2KNEONDot(w, x *byte, nb int) float32
+TEXT ·kqQ2KNEONDot(SB), NOSPLIT, $0-28
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD nb+16(FP), R2
+	WORD $0x4f00e5ff // movi v31.16b, #0x0f
+	WORD $0x4f00e47e // movi v30.16b, #0x03
+	VEOR V29.B16, V29.B16, V29.B16
+	VEOR V28.B16, V28.B16, V28.B16
+
+q2kloop:
+	VLD1 (R0), [V20.B16]
+	WORD $0x4e3f1e95 // and v21.16b, v20.16b, v31.16b
+	WORD $0x6f0c0696 // ushr v22.16b, v20.16b, #4
+	// mins . bsums, scaled by dmin*yd and subtracted
+	ADD $260, R1, R6
+	VLD1 (R6), [V16.H8, V17.H8]
+	WORD $0x2f08a6d2 // ushll v18.8h, v22.8b, #0
+	WORD $0x6f08a6d3 // ushll2 v19.8h, v22.16b, #0
+	WORD $0x0e72c217 // smull v23.4s, v16.4h, v18.4h
+	WORD $0x4e728217 // smlal2 v23.4s, v16.8h, v18.8h
+	WORD $0x0e738237 // smlal v23.4s, v17.4h, v19.4h
+	WORD $0x4e738237 // smlal2 v23.4s, v17.8h, v19.8h
+	WORD $0x4e21daf7 // scvtf v23.4s, v23.4s
+	MOVWU 80(R0), R7
+	VMOV R7, V18.S[0]
+	WORD $0x0e217a52 // fcvtl v18.4s, v18.4h
+	FMOVS (R1), F19
+	WORD $0x4f939252 // fmul v18.4s, v18.4s, v19.s[0]
+	WORD $0x4fb252fc // fmls v28.4s, v23.4s, v18.s[1]
+	// the 16 4-bit scales as int32 lanes for MLA by element
+	WORD $0x2f08a6b6 // ushll v22.8h, v21.8b, #0
+	WORD $0x6f08a6b7 // ushll2 v23.8h, v21.16b, #0
+	WORD $0x2f10a6d8 // ushll v24.4s, v22.4h, #0
+	WORD $0x6f10a6d9 // ushll2 v25.4s, v22.8h, #0
+	WORD $0x2f10a6fa // ushll v26.4s, v23.4h, #0
+	WORD $0x6f10a6fb // ushll2 v27.4s, v23.8h, #0
+	ADD $16, R0, R5
+	ADD $4, R1, R6
+	VLD1.P 32(R5), [V0.B16, V1.B16]
+	VLD1.P 64(R6), [V8.B16, V9.B16, V10.B16, V11.B16]
+	VLD1.P 64(R6), [V12.B16, V13.B16, V14.B16, V15.B16]
+	WORD $0x4e3e1c02 // and v2.16b, v0.16b, v30.16b
+	WORD $0x6f00e404 // movi v4.2d, #0
+	WORD $0x4e889444 // sdot v4.4s, v2.16b, v8.16b
+	WORD $0x4f988086 // mul v6.4s, v4.4s, v24.s[0]
+	WORD $0x4e3e1c23 // and v3.16b, v1.16b, v30.16b
+	WORD $0x6f00e405 // movi v5.2d, #0
+	WORD $0x4e899465 // sdot v5.4s, v3.16b, v9.16b
+	WORD $0x4fb880a7 // mul v7.4s, v5.4s, v24.s[1]
+	WORD $0x6f0e0402 // ushr v2.16b, v0.16b, #2
+	WORD $0x4e3e1c42 // and v2.16b, v2.16b, v30.16b
+	WORD $0x6f00e404 // movi v4.2d, #0
+	WORD $0x4e8a9444 // sdot v4.4s, v2.16b, v10.16b
+	WORD $0x6f980886 // mla v6.4s, v4.4s, v24.s[2]
+	WORD $0x6f0e0423 // ushr v3.16b, v1.16b, #2
+	WORD $0x4e3e1c63 // and v3.16b, v3.16b, v30.16b
+	WORD $0x6f00e405 // movi v5.2d, #0
+	WORD $0x4e8b9465 // sdot v5.4s, v3.16b, v11.16b
+	WORD $0x6fb808a7 // mla v7.4s, v5.4s, v24.s[3]
+	WORD $0x6f0c0402 // ushr v2.16b, v0.16b, #4
+	WORD $0x4e3e1c42 // and v2.16b, v2.16b, v30.16b
+	WORD $0x6f00e404 // movi v4.2d, #0
+	WORD $0x4e8c9444 // sdot v4.4s, v2.16b, v12.16b
+	WORD $0x6f990086 // mla v6.4s, v4.4s, v25.s[0]
+	WORD $0x6f0c0423 // ushr v3.16b, v1.16b, #4
+	WORD $0x4e3e1c63 // and v3.16b, v3.16b, v30.16b
+	WORD $0x6f00e405 // movi v5.2d, #0
+	WORD $0x4e8d9465 // sdot v5.4s, v3.16b, v13.16b
+	WORD $0x6fb900a7 // mla v7.4s, v5.4s, v25.s[1]
+	WORD $0x6f0a0402 // ushr v2.16b, v0.16b, #6
+	WORD $0x4e3e1c42 // and v2.16b, v2.16b, v30.16b
+	WORD $0x6f00e404 // movi v4.2d, #0
+	WORD $0x4e8e9444 // sdot v4.4s, v2.16b, v14.16b
+	WORD $0x6f990886 // mla v6.4s, v4.4s, v25.s[2]
+	WORD $0x6f0a0423 // ushr v3.16b, v1.16b, #6
+	WORD $0x4e3e1c63 // and v3.16b, v3.16b, v30.16b
+	WORD $0x6f00e405 // movi v5.2d, #0
+	WORD $0x4e8f9465 // sdot v5.4s, v3.16b, v15.16b
+	WORD $0x6fb908a7 // mla v7.4s, v5.4s, v25.s[3]
+	VLD1.P 32(R5), [V0.B16, V1.B16]
+	VLD1.P 64(R6), [V8.B16, V9.B16, V10.B16, V11.B16]
+	VLD1.P 64(R6), [V12.B16, V13.B16, V14.B16, V15.B16]
+	WORD $0x4e3e1c02 // and v2.16b, v0.16b, v30.16b
+	WORD $0x6f00e404 // movi v4.2d, #0
+	WORD $0x4e889444 // sdot v4.4s, v2.16b, v8.16b
+	WORD $0x6f9a0086 // mla v6.4s, v4.4s, v26.s[0]
+	WORD $0x4e3e1c23 // and v3.16b, v1.16b, v30.16b
+	WORD $0x6f00e405 // movi v5.2d, #0
+	WORD $0x4e899465 // sdot v5.4s, v3.16b, v9.16b
+	WORD $0x6fba00a7 // mla v7.4s, v5.4s, v26.s[1]
+	WORD $0x6f0e0402 // ushr v2.16b, v0.16b, #2
+	WORD $0x4e3e1c42 // and v2.16b, v2.16b, v30.16b
+	WORD $0x6f00e404 // movi v4.2d, #0
+	WORD $0x4e8a9444 // sdot v4.4s, v2.16b, v10.16b
+	WORD $0x6f9a0886 // mla v6.4s, v4.4s, v26.s[2]
+	WORD $0x6f0e0423 // ushr v3.16b, v1.16b, #2
+	WORD $0x4e3e1c63 // and v3.16b, v3.16b, v30.16b
+	WORD $0x6f00e405 // movi v5.2d, #0
+	WORD $0x4e8b9465 // sdot v5.4s, v3.16b, v11.16b
+	WORD $0x6fba08a7 // mla v7.4s, v5.4s, v26.s[3]
+	WORD $0x6f0c0402 // ushr v2.16b, v0.16b, #4
+	WORD $0x4e3e1c42 // and v2.16b, v2.16b, v30.16b
+	WORD $0x6f00e404 // movi v4.2d, #0
+	WORD $0x4e8c9444 // sdot v4.4s, v2.16b, v12.16b
+	WORD $0x6f9b0086 // mla v6.4s, v4.4s, v27.s[0]
+	WORD $0x6f0c0423 // ushr v3.16b, v1.16b, #4
+	WORD $0x4e3e1c63 // and v3.16b, v3.16b, v30.16b
+	WORD $0x6f00e405 // movi v5.2d, #0
+	WORD $0x4e8d9465 // sdot v5.4s, v3.16b, v13.16b
+	WORD $0x6fbb00a7 // mla v7.4s, v5.4s, v27.s[1]
+	WORD $0x6f0a0402 // ushr v2.16b, v0.16b, #6
+	WORD $0x4e3e1c42 // and v2.16b, v2.16b, v30.16b
+	WORD $0x6f00e404 // movi v4.2d, #0
+	WORD $0x4e8e9444 // sdot v4.4s, v2.16b, v14.16b
+	WORD $0x6f9b0886 // mla v6.4s, v4.4s, v27.s[2]
+	WORD $0x6f0a0423 // ushr v3.16b, v1.16b, #6
+	WORD $0x4e3e1c63 // and v3.16b, v3.16b, v30.16b
+	WORD $0x6f00e405 // movi v5.2d, #0
+	WORD $0x4e8f9465 // sdot v5.4s, v3.16b, v15.16b
+	WORD $0x6fbb08a7 // mla v7.4s, v5.4s, v27.s[3]
+	WORD $0x4ea784c6 // add v6.4s, v6.4s, v7.4s
+	WORD $0x4e21d8c6 // scvtf v6.4s, v6.4s
+	WORD $0x4f9210dd // fmla v29.4s, v6.4s, v18.s[0]
+	ADD $84, R0
+	ADD $292, R1
+	SUBS $1, R2
+	BNE q2kloop
+	WORD $0x4e3cd7bd // fadd v29.4s, v29.4s, v28.4s
+	WORD $0x6e3dd7bd // faddp v29.4s, v29.4s, v29.4s
+	WORD $0x7e30dba0 // faddp s0, v29.2s
+	FMOVS F0, ret+24(FP)
+	RET
+
+// func kqQ3KNEONDot(w, x *byte, nb int) float32
+//
+// Codes are used as value+4 (0..7: two low bits from qs, the third from
+// hmask); 4 * sum(scale_g * bsum_g) is taken off in int32 per block.
+TEXT ·kqQ3KNEONDot(SB), NOSPLIT, $0-28
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD nb+16(FP), R2
+	MOVD $0x0303030303030303, R12
+	MOVD $0x0f0f0f0f0f0f0f0f, R13
+	WORD $0x4f00e4ff // movi v31.16b, #0x07
+	WORD $0x4f00e47e // movi v30.16b, #0x03
+	WORD $0x4f01841d // movi v29.8h, #32
+	VEOR V28.B16, V28.B16, V28.B16
+
+q3kloop:
+	// 16 6-bit scales: low nibbles from bytes 0-7, top 2 bits from 8-11
+	// (ggml's kmask arithmetic, two 32-bit halves at a time).
+	MOVD 96(R0), R8
+	MOVWU 104(R0), R9
+	LSR $2, R9, R3
+	ORR R3<<32, R9, R9
+	AND R13, R8, R10
+	AND R12, R9, R3
+	ORR R3<<4, R10, R10
+	LSR $4, R8, R8
+	AND R13, R8, R8
+	LSR $4, R9, R9
+	AND R12, R9, R9
+	ORR R9<<4, R8, R8
+	VMOV R10, V20.D[0]
+	VMOV R8, V20.D[1]
+	WORD $0x2f08a695 // ushll v21.8h, v20.8b, #0
+	WORD $0x6f08a696 // ushll2 v22.8h, v20.16b, #0
+	WORD $0x6e7d86b5 // sub v21.8h, v21.8h, v29.8h
+	WORD $0x6e7d86d6 // sub v22.8h, v22.8h, v29.8h
+	ADD $260, R1, R6
+	VLD1 (R6), [V16.H8, V17.H8]
+	WORD $0x0e75c217 // smull v23.4s, v16.4h, v21.4h
+	WORD $0x4e758217 // smlal2 v23.4s, v16.8h, v21.8h
+	WORD $0x0e768237 // smlal v23.4s, v17.4h, v22.4h
+	WORD $0x4e768237 // smlal2 v23.4s, v17.8h, v22.8h
+	WORD $0x4f2256f7 // shl v23.4s, v23.4s, #2
+	WORD $0x0f10a6b8 // sshll v24.4s, v21.4h, #0
+	WORD $0x4f10a6b9 // sshll2 v25.4s, v21.8h, #0
+	WORD $0x0f10a6da // sshll v26.4s, v22.4h, #0
+	WORD $0x4f10a6db // sshll2 v27.4s, v22.8h, #0
+	VLD1 (R0), [V18.B16, V19.B16]
+	ADD $32, R0, R5
+	ADD $4, R1, R6
+	VLD1.P 32(R5), [V0.B16, V1.B16]
+	VLD1.P 64(R6), [V8.B16, V9.B16, V10.B16, V11.B16]
+	VLD1.P 64(R6), [V12.B16, V13.B16, V14.B16, V15.B16]
+	WORD $0x4e3e1c02 // and v2.16b, v0.16b, v30.16b
+	WORD $0x6f0a5642 // sli v2.16b, v18.16b, #2
+	WORD $0x4e3f1c42 // and v2.16b, v2.16b, v31.16b
+	WORD $0x6f00e404 // movi v4.2d, #0
+	WORD $0x4e889444 // sdot v4.4s, v2.16b, v8.16b
+	WORD $0x4f988086 // mul v6.4s, v4.4s, v24.s[0]
+	WORD $0x4e3e1c23 // and v3.16b, v1.16b, v30.16b
+	WORD $0x6f0a5663 // sli v3.16b, v19.16b, #2
+	WORD $0x4e3f1c63 // and v3.16b, v3.16b, v31.16b
+	WORD $0x6f00e405 // movi v5.2d, #0
+	WORD $0x4e899465 // sdot v5.4s, v3.16b, v9.16b
+	WORD $0x4fb880a7 // mul v7.4s, v5.4s, v24.s[1]
+	WORD $0x6f0e0402 // ushr v2.16b, v0.16b, #2
+	WORD $0x4e3e1c42 // and v2.16b, v2.16b, v30.16b
+	WORD $0x6f0f0650 // ushr v16.16b, v18.16b, #1
+	WORD $0x6f0a5602 // sli v2.16b, v16.16b, #2
+	WORD $0x4e3f1c42 // and v2.16b, v2.16b, v31.16b
+	WORD $0x6f00e404 // movi v4.2d, #0
+	WORD $0x4e8a9444 // sdot v4.4s, v2.16b, v10.16b
+	WORD $0x6f980886 // mla v6.4s, v4.4s, v24.s[2]
+	WORD $0x6f0e0423 // ushr v3.16b, v1.16b, #2
+	WORD $0x4e3e1c63 // and v3.16b, v3.16b, v30.16b
+	WORD $0x6f0f0671 // ushr v17.16b, v19.16b, #1
+	WORD $0x6f0a5623 // sli v3.16b, v17.16b, #2
+	WORD $0x4e3f1c63 // and v3.16b, v3.16b, v31.16b
+	WORD $0x6f00e405 // movi v5.2d, #0
+	WORD $0x4e8b9465 // sdot v5.4s, v3.16b, v11.16b
+	WORD $0x6fb808a7 // mla v7.4s, v5.4s, v24.s[3]
+	WORD $0x6f0c0402 // ushr v2.16b, v0.16b, #4
+	WORD $0x4e3e1c42 // and v2.16b, v2.16b, v30.16b
+	WORD $0x6f0e0650 // ushr v16.16b, v18.16b, #2
+	WORD $0x6f0a5602 // sli v2.16b, v16.16b, #2
+	WORD $0x4e3f1c42 // and v2.16b, v2.16b, v31.16b
+	WORD $0x6f00e404 // movi v4.2d, #0
+	WORD $0x4e8c9444 // sdot v4.4s, v2.16b, v12.16b
+	WORD $0x6f990086 // mla v6.4s, v4.4s, v25.s[0]
+	WORD $0x6f0c0423 // ushr v3.16b, v1.16b, #4
+	WORD $0x4e3e1c63 // and v3.16b, v3.16b, v30.16b
+	WORD $0x6f0e0671 // ushr v17.16b, v19.16b, #2
+	WORD $0x6f0a5623 // sli v3.16b, v17.16b, #2
+	WORD $0x4e3f1c63 // and v3.16b, v3.16b, v31.16b
+	WORD $0x6f00e405 // movi v5.2d, #0
+	WORD $0x4e8d9465 // sdot v5.4s, v3.16b, v13.16b
+	WORD $0x6fb900a7 // mla v7.4s, v5.4s, v25.s[1]
+	WORD $0x6f0a0402 // ushr v2.16b, v0.16b, #6
+	WORD $0x4e3e1c42 // and v2.16b, v2.16b, v30.16b
+	WORD $0x6f0d0650 // ushr v16.16b, v18.16b, #3
+	WORD $0x6f0a5602 // sli v2.16b, v16.16b, #2
+	WORD $0x4e3f1c42 // and v2.16b, v2.16b, v31.16b
+	WORD $0x6f00e404 // movi v4.2d, #0
+	WORD $0x4e8e9444 // sdot v4.4s, v2.16b, v14.16b
+	WORD $0x6f990886 // mla v6.4s, v4.4s, v25.s[2]
+	WORD $0x6f0a0423 // ushr v3.16b, v1.16b, #6
+	WORD $0x4e3e1c63 // and v3.16b, v3.16b, v30.16b
+	WORD $0x6f0d0671 // ushr v17.16b, v19.16b, #3
+	WORD $0x6f0a5623 // sli v3.16b, v17.16b, #2
+	WORD $0x4e3f1c63 // and v3.16b, v3.16b, v31.16b
+	WORD $0x6f00e405 // movi v5.2d, #0
+	WORD $0x4e8f9465 // sdot v5.4s, v3.16b, v15.16b
+	WORD $0x6fb908a7 // mla v7.4s, v5.4s, v25.s[3]
+	VLD1.P 32(R5), [V0.B16, V1.B16]
+	VLD1.P 64(R6), [V8.B16, V9.B16, V10.B16, V11.B16]
+	VLD1.P 64(R6), [V12.B16, V13.B16, V14.B16, V15.B16]
+	WORD $0x4e3e1c02 // and v2.16b, v0.16b, v30.16b
+	WORD $0x6f0c0650 // ushr v16.16b, v18.16b, #4
+	WORD $0x6f0a5602 // sli v2.16b, v16.16b, #2
+	WORD $0x4e3f1c42 // and v2.16b, v2.16b, v31.16b
+	WORD $0x6f00e404 // movi v4.2d, #0
+	WORD $0x4e889444 // sdot v4.4s, v2.16b, v8.16b
+	WORD $0x6f9a0086 // mla v6.4s, v4.4s, v26.s[0]
+	WORD $0x4e3e1c23 // and v3.16b, v1.16b, v30.16b
+	WORD $0x6f0c0671 // ushr v17.16b, v19.16b, #4
+	WORD $0x6f0a5623 // sli v3.16b, v17.16b, #2
+	WORD $0x4e3f1c63 // and v3.16b, v3.16b, v31.16b
+	WORD $0x6f00e405 // movi v5.2d, #0
+	WORD $0x4e899465 // sdot v5.4s, v3.16b, v9.16b
+	WORD $0x6fba00a7 // mla v7.4s, v5.4s, v26.s[1]
+	WORD $0x6f0e0402 // ushr v2.16b, v0.16b, #2
+	WORD $0x4e3e1c42 // and v2.16b, v2.16b, v30.16b
+	WORD $0x6f0b0650 // ushr v16.16b, v18.16b, #5
+	WORD $0x6f0a5602 // sli v2.16b, v16.16b, #2
+	WORD $0x4e3f1c42 // and v2.16b, v2.16b, v31.16b
+	WORD $0x6f00e404 // movi v4.2d, #0
+	WORD $0x4e8a9444 // sdot v4.4s, v2.16b, v10.16b
+	WORD $0x6f9a0886 // mla v6.4s, v4.4s, v26.s[2]
+	WORD $0x6f0e0423 // ushr v3.16b, v1.16b, #2
+	WORD $0x4e3e1c63 // and v3.16b, v3.16b, v30.16b
+	WORD $0x6f0b0671 // ushr v17.16b, v19.16b, #5
+	WORD $0x6f0a5623 // sli v3.16b, v17.16b, #2
+	WORD $0x4e3f1c63 // and v3.16b, v3.16b, v31.16b
+	WORD $0x6f00e405 // movi v5.2d, #0
+	WORD $0x4e8b9465 // sdot v5.4s, v3.16b, v11.16b
+	WORD $0x6fba08a7 // mla v7.4s, v5.4s, v26.s[3]
+	WORD $0x6f0c0402 // ushr v2.16b, v0.16b, #4
+	WORD $0x4e3e1c42 // and v2.16b, v2.16b, v30.16b
+	WORD $0x6f0a0650 // ushr v16.16b, v18.16b, #6
+	WORD $0x6f0a5602 // sli v2.16b, v16.16b, #2
+	WORD $0x4e3f1c42 // and v2.16b, v2.16b, v31.16b
+	WORD $0x6f00e404 // movi v4.2d, #0
+	WORD $0x4e8c9444 // sdot v4.4s, v2.16b, v12.16b
+	WORD $0x6f9b0086 // mla v6.4s, v4.4s, v27.s[0]
+	WORD $0x6f0c0423 // ushr v3.16b, v1.16b, #4
+	WORD $0x4e3e1c63 // and v3.16b, v3.16b, v30.16b
+	WORD $0x6f0a0671 // ushr v17.16b, v19.16b, #6
+	WORD $0x6f0a5623 // sli v3.16b, v17.16b, #2
+	WORD $0x4e3f1c63 // and v3.16b, v3.16b, v31.16b
+	WORD $0x6f00e405 // movi v5.2d, #0
+	WORD $0x4e8d9465 // sdot v5.4s, v3.16b, v13.16b
+	WORD $0x6fbb00a7 // mla v7.4s, v5.4s, v27.s[1]
+	WORD $0x6f0a0402 // ushr v2.16b, v0.16b, #6
+	WORD $0x4e3e1c42 // and v2.16b, v2.16b, v30.16b
+	WORD $0x6f090650 // ushr v16.16b, v18.16b, #7
+	WORD $0x6f0a5602 // sli v2.16b, v16.16b, #2
+	WORD $0x4e3f1c42 // and v2.16b, v2.16b, v31.16b
+	WORD $0x6f00e404 // movi v4.2d, #0
+	WORD $0x4e8e9444 // sdot v4.4s, v2.16b, v14.16b
+	WORD $0x6f9b0886 // mla v6.4s, v4.4s, v27.s[2]
+	WORD $0x6f0a0423 // ushr v3.16b, v1.16b, #6
+	WORD $0x4e3e1c63 // and v3.16b, v3.16b, v30.16b
+	WORD $0x6f090671 // ushr v17.16b, v19.16b, #7
+	WORD $0x6f0a5623 // sli v3.16b, v17.16b, #2
+	WORD $0x4e3f1c63 // and v3.16b, v3.16b, v31.16b
+	WORD $0x6f00e405 // movi v5.2d, #0
+	WORD $0x4e8f9465 // sdot v5.4s, v3.16b, v15.16b
+	WORD $0x6fbb08a7 // mla v7.4s, v5.4s, v27.s[3]
+	WORD $0x4ea784c6 // add v6.4s, v6.4s, v7.4s
+	WORD $0x6eb784c6 // sub v6.4s, v6.4s, v23.4s
+	WORD $0x4e21d8c6 // scvtf v6.4s, v6.4s
+	MOVHU 108(R0), R3
+	VMOV R3, V16.H[0]
+	WORD $0x0e217a10 // fcvtl v16.4s, v16.4h
+	FMOVS (R1), F17
+	WORD $0x4f919210 // fmul v16.4s, v16.4s, v17.s[0]
+	WORD $0x4f9010dc // fmla v28.4s, v6.4s, v16.s[0]
+	ADD $110, R0
+	ADD $292, R1
+	SUBS $1, R2
+	BNE q3kloop
+	WORD $0x6e3cd79c // faddp v28.4s, v28.4s, v28.4s
+	WORD $0x7e30db80 // faddp s0, v28.2s
+	FMOVS F0, ret+24(FP)
+	RET
+
 // func kqQ4KNEONDot(w, x *byte, nb int) float32
 TEXT ·kqQ4KNEONDot(SB), NOSPLIT, $0-28
 	MOVD w+0(FP), R0
