@@ -50,6 +50,7 @@ func init() {
 	registerFast(quant.Q5_K, avx512, &dotImpl{name: "avx512vnni", act: quant.Q8_K, dot: kqWrap(kqQ5KAVX512VNNI, kqQ5KSize)})
 	registerFast(quant.Q5_K, avx2, &dotImpl{name: "avx2", act: quant.Q8_K, dot: kqWrap(kqQ5KAVX2, kqQ5KSize)})
 	registerFast(quant.Q6_K, avx512, &dotImpl{name: "avx512vnni", act: quant.Q8_K, dot: kqWrap(kqQ6KAVX512VNNI, kqQ6KSize)})
-	registerFast(quant.IQ4_XS, avx512 && cpu.X86.HasBMI2, &dotImpl{name: "avx512vnni", act: quant.Q8_K, dot: kqWrap(kqIQ4XSAVX512VNNI, kqIQ4XSSize)})
 	registerFast(quant.Q6_K, avx2, &dotImpl{name: "avx2", act: quant.Q8_K, dot: kqWrap(kqQ6KAVX2, kqQ6KSize)})
+	// IQ4_XS unpacks its scales with PDEP (BMI2, on every AVX-512 CPU).
+	registerFast(quant.IQ4_XS, avx512 && cpu.X86.HasBMI2, &dotImpl{name: "avx512vnni", act: quant.Q8_K, dot: kqWrap(kqIQ4XSAVX512VNNI, kqIQ4XSSize)})
 }
