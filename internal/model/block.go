@@ -9,13 +9,52 @@ import (
 	"braid/internal/quant"
 )
 
-// layer runs transformer block l over the step's n tokens in m.s.x.
+// layer runs transformer block l (a global index) over the step's n tokens
+// in m.s.x. Each collective runs on every rank, also on a rank whose slice of
+// that part is empty: the group's all-reduces pair up in order.
 func (m *Model) layer(cache *kvcache.Cache, b *Batch, l int) error {
-	c, s, w := &m.Cfg, &m.s, &m.w.layers[l]
+	c, s, w := &m.Cfg, &m.s, &m.w.layers[l-m.sh.First]
+	n, E := len(b.Tokens), c.Embd
+	if err := m.attentionBlock(cache, b, l, w); err != nil {
+		return err
+	}
+	if err := m.comm.AllReduceSum(s.tmp[:n*E]); err != nil {
+		return fmt.Errorf("model: layer %d attention all-reduce: %w", l, err)
+	}
+	kernels.Add(s.x[:n*E], s.tmp[:n*E])
+
+	for i := 0; i < n; i++ {
+		kernels.RMSNorm(s.h[i*E:(i+1)*E], s.x[i*E:(i+1)*E], w.ffnNorm, c.NormEps)
+	}
+	switch {
+	case c.Experts > 0 && m.sh.ExpFFHi > m.sh.ExpFFLo:
+		m.moe(w, n)
+	case c.Experts == 0 && m.sh.FFHi > m.sh.FFLo:
+		m.ffn(&w.gate, &w.up, &w.down, s.h[:n*E], s.tmp[:n*E], n)
+	default:
+		clear(s.tmp[:n*E])
+	}
+	if err := m.comm.AllReduceSum(s.tmp[:n*E]); err != nil {
+		return fmt.Errorf("model: layer %d FFN all-reduce: %w", l, err)
+	}
+	kernels.Add(s.x[:n*E], s.tmp[:n*E])
+	return nil
+}
+
+// attentionBlock writes this rank's share of the attention output projection
+// of layer l into m.s.tmp: the sum over its heads.
+func (m *Model) attentionBlock(cache *kvcache.Cache, b *Batch, l int, w *layer) error {
+	c, s := &m.Cfg, &m.s
 	n, E := len(b.Tokens), c.Embd
 	hd := c.HeadDim
-	qdim, kvdim := c.Heads*hd, c.KVHeads*hd
+	nh, nkv := m.sh.Heads(), m.sh.KVHeads()
+	qdim, kvdim := nh*hd, nkv*hd
 	half := c.Rope.Dims / 2
+	if nh == 0 {
+		clear(s.tmp[:n*E])
+		return nil
+	}
+	cl := l - m.sh.First // the cache holds this stage's layers only
 
 	for i := 0; i < n; i++ {
 		kernels.RMSNorm(s.h[i*E:(i+1)*E], s.x[i*E:(i+1)*E], w.attnNorm, c.NormEps)
@@ -31,14 +70,14 @@ func (m *Model) layer(cache *kvcache.Cache, b *Batch, l int) error {
 			kernels.Add(v, w.vBias)
 		}
 		cos, sin := s.cos[i*half:(i+1)*half], s.sin[i*half:(i+1)*half]
-		for h := 0; h < c.Heads; h++ {
+		for h := 0; h < nh; h++ {
 			qh := q[h*hd : (h+1)*hd]
 			if w.qNorm != nil {
 				kernels.RMSNorm(qh, qh, w.qNorm, c.NormEps)
 			}
 			m.rope.Apply(qh, cos, sin)
 		}
-		for h := 0; h < c.KVHeads; h++ {
+		for h := 0; h < nkv; h++ {
 			kh := k[h*hd : (h+1)*hd]
 			if w.kNorm != nil {
 				kernels.RMSNorm(kh, kh, w.kNorm, c.NormEps)
@@ -48,38 +87,21 @@ func (m *Model) layer(cache *kvcache.Cache, b *Batch, l int) error {
 		// The step's keys and values go to the cache first, so attention
 		// reads every position, this step's included, from one place.
 		if cache.Config().F32 {
-			kr, vr := cache.RowF32(l, b.Seq[i], int(b.Pos[i]))
+			kr, vr := cache.RowF32(cl, b.Seq[i], int(b.Pos[i]))
 			copy(kr, k)
 			copy(vr, v)
 		} else {
-			kr, vr := cache.RowF16(l, b.Seq[i], int(b.Pos[i]))
+			kr, vr := cache.RowF16(cl, b.Seq[i], int(b.Pos[i]))
 			kernels.F32ToF16Row(kr, k)
 			kernels.F32ToF16Row(vr, v)
 		}
 	}
 
-	m.cur.layer = l
+	m.cur.layer = cl
 	m.growScores(b)
 	m.pool.For(len(s.slots), m.attnFn)
 
 	m.pool.MatMul(s.tmp[:n*E], &w.o, s.att[:n*qdim], n)
-	if err := m.comm.AllReduceSum(s.tmp[:n*E]); err != nil {
-		return fmt.Errorf("model: layer %d attention all-reduce: %w", l, err)
-	}
-	kernels.Add(s.x[:n*E], s.tmp[:n*E])
-
-	for i := 0; i < n; i++ {
-		kernels.RMSNorm(s.h[i*E:(i+1)*E], s.x[i*E:(i+1)*E], w.ffnNorm, c.NormEps)
-	}
-	if c.Experts > 0 {
-		m.moe(w, n)
-	} else {
-		m.ffn(&w.gate, &w.up, &w.down, s.h[:n*E], s.tmp[:n*E], n)
-	}
-	if err := m.comm.AllReduceSum(s.tmp[:n*E]); err != nil {
-		return fmt.Errorf("model: layer %d FFN all-reduce: %w", l, err)
-	}
-	kernels.Add(s.x[:n*E], s.tmp[:n*E])
 	return nil
 }
 
@@ -188,19 +210,20 @@ func (m *Model) attention(lo, hi int) {
 	n := m.cur.n
 	hd := c.HeadDim
 	group := c.Heads / c.KVHeads
-	kvdim := c.KVHeads * hd
+	nh, h0, kv0 := m.sh.Heads(), m.sh.HeadLo, m.sh.KVLo
+	kvdim := m.sh.KVHeads() * hd
 	scale := float32(1 / math.Sqrt(float64(hd)))
-	items := n * c.Heads
+	items := n * nh
 	slots := len(s.slots)
 	f32 := cache.Config().F32
 	bs := cache.Config().BlockSize
 	for slot := lo; slot < hi; slot++ {
 		sc := &s.slots[slot]
 		for it := slot * items / slots; it < (slot+1)*items/slots; it++ {
-			i, h := it/c.Heads, it%c.Heads
-			kvh := h / group
+			i, h := it/nh, it%nh
+			kvh := (h0+h)/group - kv0 // this rank's KV heads start at KV head kv0
 			seq, pos := b.Seq[i], int(b.Pos[i])
-			q := s.q[i*c.Heads*hd+h*hd : i*c.Heads*hd+(h+1)*hd]
+			q := s.q[i*nh*hd+h*hd : i*nh*hd+(h+1)*hd]
 			table := cache.Blocks(seq)
 			scores := sc.scores[:pos+1]
 			if f32 {
@@ -217,7 +240,7 @@ func (m *Model) attention(lo, hi int) {
 				}
 			}
 			kernels.Softmax(scores)
-			out := s.att[i*c.Heads*hd+h*hd : i*c.Heads*hd+(h+1)*hd]
+			out := s.att[i*nh*hd+h*hd : i*nh*hd+(h+1)*hd]
 			clear(out)
 			if f32 {
 				for t := 0; t <= pos; t++ {

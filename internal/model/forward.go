@@ -51,6 +51,13 @@ type Options struct {
 	MaxBatch int
 	// Comm is the tensor-parallel group; nil means a single node.
 	Comm Comm
+	// Shard is this rank's slice of the model; nil means all of it. Its
+	// TPSize must be Comm's Size and TPRank Comm's Rank.
+	Shard *Shard
+	// Stage carries the hidden state between pipeline stages: a stage that
+	// does not start at layer 0 receives it, one that does not end at the
+	// last layer sends it. Unused (may be nil) for a single stage.
+	Stage StageLink
 }
 
 // Model is a loaded model, ready to run batches on a KV cache.
@@ -59,8 +66,10 @@ type Model struct {
 	file *gguf.Model
 	w    *weights
 	pool *kernels.Pool
-	comm Comm
-	rope kernels.Rope
+	comm  Comm
+	stage StageLink
+	sh    Shard
+	rope  kernels.Rope
 
 	maxBatch int
 	s        scratch
@@ -86,7 +95,6 @@ type scratch struct {
 	selW         []float32
 	expTok       []int32   // tokens routed to one expert
 	hx, ex       []float32 // gathered expert inputs / outputs
-	kvRow        []uint16
 	slots        []attnScratch
 	outRows      []int32
 }
@@ -108,14 +116,28 @@ func New(f *gguf.Model, pool *kernels.Pool, opt Options) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	w, err := bindWeights(f, c)
+	sh := FullShard(c)
+	if opt.Shard != nil {
+		sh = *opt.Shard
+	}
+	if err := sh.Validate(c); err != nil {
+		return nil, err
+	}
+	comm := opt.Comm
+	if comm == nil {
+		comm = Single{}
+	}
+	if comm.Size() != sh.TPSize || comm.Rank() != sh.TPRank {
+		return nil, fmt.Errorf("model: shard is tensor-parallel rank %d of %d but the Comm is rank %d of %d", sh.TPRank, sh.TPSize, comm.Rank(), comm.Size())
+	}
+	if opt.Stage == nil && (sh.First > 0 || !sh.LastStage(c)) {
+		return nil, fmt.Errorf("model: shard runs layers [%d,%d) of %d but has no StageLink to the other stages", sh.First, sh.Last, c.Layers)
+	}
+	w, _, err := bindWeights(f, c, &sh, false)
 	if err != nil {
 		return nil, err
 	}
-	m := &Model{Cfg: *c, file: f, w: w, pool: pool, comm: opt.Comm, maxBatch: opt.MaxBatch}
-	if m.comm == nil {
-		m.comm = Single{}
-	}
+	m := &Model{Cfg: *c, file: f, w: w, pool: pool, comm: comm, stage: opt.Stage, sh: sh, maxBatch: opt.MaxBatch}
 	if m.maxBatch <= 0 {
 		m.maxBatch = 512
 	}
@@ -128,17 +150,35 @@ func New(f *gguf.Model, pool *kernels.Pool, opt Options) (*Model, error) {
 	return m, nil
 }
 
+// Shard is the slice of the model this instance runs.
+func (m *Model) Shard() Shard { return m.sh }
+
+// ScratchBytes is the step scratch a shard allocates for batches of maxBatch
+// tokens with threads threads, plus the attention scores that grow with the
+// longest context ctx (they grow by doubling, so at most twice that).
+func ScratchBytes(c *Config, sh *Shard, maxBatch, threads, ctx int) int64 {
+	B, E := int64(maxBatch), int64(c.Embd)
+	qd, kvd := int64(sh.Heads()*c.HeadDim), int64(sh.KVHeads()*c.HeadDim)
+	ff := int64(max(sh.FFHi-sh.FFLo, sh.ExpFFHi-sh.ExpFFLo))
+	n := B * (3*E + 2*qd + 2*kvd + 2*ff + int64(c.Rope.Dims) + 1)
+	if c.Experts > 0 {
+		n += B * (int64(c.Experts) + 2*int64(c.ExpertsUsed) + 1 + 2*E)
+	}
+	slots := int64(4 * threads)
+	n += slots * (int64(c.HeadDim)*2 + int64(c.HeadDim)/2 + 2*int64(ctx))
+	return 4 * n
+}
+
 func (m *Model) alloc() {
 	c, B := &m.Cfg, m.maxBatch
-	qdim, kvdim := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
-	ff := max(c.FF, c.ExpertFF)
+	qdim, kvdim := m.sh.Heads()*c.HeadDim, m.sh.KVHeads()*c.HeadDim
+	ff := max(m.sh.FFHi-m.sh.FFLo, m.sh.ExpFFHi-m.sh.ExpFFLo)
 	s := &m.s
 	s.x, s.h, s.tmp = make([]float32, B*c.Embd), make([]float32, B*c.Embd), make([]float32, B*c.Embd)
 	s.q, s.att = make([]float32, B*qdim), make([]float32, B*qdim)
 	s.k, s.v = make([]float32, B*kvdim), make([]float32, B*kvdim)
 	s.gate, s.up = make([]float32, B*ff), make([]float32, B*ff)
 	s.cos, s.sin = make([]float32, B*c.Rope.Dims/2), make([]float32, B*c.Rope.Dims/2)
-	s.kvRow = make([]uint16, kvdim)
 	if c.Experts > 0 {
 		s.probs = make([]float32, B*c.Experts)
 		s.sel = make([]int32, B*c.ExpertsUsed)
@@ -154,23 +194,41 @@ func (m *Model) alloc() {
 }
 
 // NewCache makes a KV cache for this model holding up to positions tokens in
-// all sequences together.
+// all sequences together: this shard's layers and KV heads only.
 func (m *Model) NewCache(positions int, f32 bool) (*kvcache.Cache, error) {
+	return kvcache.New(CacheConfig(&m.Cfg, &m.sh, positions, f32))
+}
+
+// CacheConfig sizes the KV cache of a shard for positions tokens. A rank
+// without KV heads still tracks every sequence's length (the batch checks
+// and commits stay in step with the group), in rows of one value it never
+// writes.
+func CacheConfig(c *Config, sh *Shard, positions int, f32 bool) kvcache.Config {
 	const bs = 32
-	blocks := (positions + bs - 1) / bs
-	return kvcache.New(kvcache.Config{Layers: m.Cfg.Layers, KVDim: m.Cfg.KVHeads * m.Cfg.HeadDim, BlockSize: bs, Blocks: blocks, F32: f32})
+	return kvcache.Config{Layers: sh.Last - sh.First, KVDim: max(sh.KVHeads()*c.HeadDim, 1), BlockSize: bs,
+		Blocks: (positions + bs - 1) / bs, F32: f32}
 }
 
 // Forward runs the batch, storing its keys and values in cache, and writes
-// the logits of the tokens with Output set to logits, one row of Cfg.Vocab
-// values each, in batch order. On error nothing is committed to the cache for
+// the logits of the tokens with Output set to logits, one row of
+// Shard().Vocab() values each (the rank's vocabulary slice; Cfg.Vocab on a
+// single node), in batch order. Stages other than the last write no logits
+// (logits may be nil there). On error nothing is committed to the cache for
 // the failing chunk.
+//
+// Every rank of a split model runs Forward with the same batch and the same
+// MaxBatch at the same time: the collectives and stage transfers pair up
+// step by step.
 func (m *Model) Forward(cache *kvcache.Cache, b *Batch, logits []float32) error {
 	n := len(b.Tokens)
 	if len(b.Pos) != n || len(b.Seq) != n || len(b.Output) != n {
 		return fmt.Errorf("%w: %d tokens but %d positions, %d sequence ids, %d output flags", ErrBadBatch, n, len(b.Pos), len(b.Seq), len(b.Output))
 	}
-	if want := b.Outputs() * m.Cfg.Vocab; len(logits) < want {
+	V := m.sh.Vocab()
+	if !m.sh.LastStage(&m.Cfg) {
+		V = 0
+	}
+	if want := b.Outputs() * V; len(logits) < want {
 		return fmt.Errorf("%w: logits buffer holds %d values, need %d", ErrBadBatch, len(logits), want)
 	}
 	out := 0
@@ -182,7 +240,7 @@ func (m *Model) Forward(cache *kvcache.Cache, b *Batch, logits []float32) error 
 		sub := &m.chunk
 		*sub = Batch{Tokens: b.Tokens[start:end], Pos: b.Pos[start:end], Seq: b.Seq[start:end], Output: b.Output[start:end]}
 		no := sub.Outputs()
-		if err := m.step(cache, sub, logits[out*m.Cfg.Vocab:(out+no)*m.Cfg.Vocab]); err != nil {
+		if err := m.step(cache, sub, logits[out*V:(out+no)*V]); err != nil {
 			return err
 		}
 		out += no
@@ -209,18 +267,32 @@ func (m *Model) step(cache *kvcache.Cache, b *Batch, logits []float32) error {
 	// Token embeddings and the rotary table of each token's position.
 	E := c.Embd
 	half := c.Rope.Dims / 2
+	first := m.sh.FirstStage()
 	for i, tok := range b.Tokens {
-		row := m.w.embed.Data[int64(tok)*m.w.embedRow : int64(tok+1)*m.w.embedRow]
-		if err := quant.Dequantize(m.w.embed.Type, row, s.x[i*E:(i+1)*E]); err != nil {
-			return fmt.Errorf("model: embedding of token %d: %w", tok, err)
+		if first {
+			row := m.w.embed.Data[int64(tok)*m.w.embedRow : int64(tok+1)*m.w.embedRow]
+			if err := quant.Dequantize(m.w.embed.Type, row, s.x[i*E:(i+1)*E]); err != nil {
+				return fmt.Errorf("model: embedding of token %d: %w", tok, err)
+			}
 		}
 		m.rope.CosSin(int(b.Pos[i]), s.cos[i*half:(i+1)*half], s.sin[i*half:(i+1)*half])
 	}
+	if !first {
+		if err := m.stage.Recv(s.x[:n*E]); err != nil {
+			return fmt.Errorf("model: receiving the hidden state before layer %d: %w", m.sh.First, err)
+		}
+	}
 	m.cur.cache, m.cur.n, m.cur.batch = cache, n, b
-	for l := range m.w.layers {
+	for l := m.sh.First; l < m.sh.Last; l++ {
 		if err := m.layer(cache, b, l); err != nil {
 			return err
 		}
+	}
+	if !m.sh.LastStage(c) {
+		if err := m.stage.Send(s.x[:n*E]); err != nil {
+			return fmt.Errorf("model: sending the hidden state after layer %d: %w", m.sh.Last-1, err)
+		}
+		return m.commit(cache, b)
 	}
 	// Final norm and the output head, for the tokens that want logits.
 	s.outRows = s.outRows[:0]
@@ -230,10 +302,15 @@ func (m *Model) step(cache *kvcache.Cache, b *Batch, logits []float32) error {
 			s.outRows = append(s.outRows, int32(i))
 		}
 	}
-	if len(s.outRows) > 0 {
+	if len(s.outRows) > 0 && m.w.output.Rows > 0 {
 		m.pool.MatMul(logits, &m.w.output, s.h, len(s.outRows))
 	}
-	for i := 0; i < n; i++ {
+	return m.commit(cache, b)
+}
+
+// commit makes the step's positions part of their sequences.
+func (m *Model) commit(cache *kvcache.Cache, b *Batch) error {
+	for i := range b.Tokens {
 		if int(b.Pos[i])+1 > cache.Len(b.Seq[i]) {
 			if err := cache.Commit(b.Seq[i], int(b.Pos[i])+1); err != nil {
 				return fmt.Errorf("model: committing sequence %d: %w", b.Seq[i], err)

@@ -1,0 +1,339 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"braid/internal/gguf"
+	"braid/internal/kernels"
+	"braid/internal/kvcache"
+)
+
+// world runs every rank of a split model in this process: one goroutine per
+// rank, each with its own Model, Pool (one thread) and KV cache, tensor-
+// parallel groups joined by LocalGroups and stages by LocalStages.
+type world struct {
+	tp, pp int
+	vocab  int
+	shards []Shard
+	models []*Model
+	caches []*kvcache.Cache
+	pools  []*kernels.Pool
+	groups []*LocalGroup
+	stages [][]*LocalStage // [tp rank][stage]
+	logits [][]float32     // per rank: its vocabulary slice of each output row
+	topk   [][]Candidate
+}
+
+func newWorld(t testing.TB, f *gguf.Model, shards []Shard, tp, pp, positions int, f32 bool) *world {
+	t.Helper()
+	w := &world{tp: tp, pp: pp, shards: shards}
+	for s := 0; s < pp; s++ {
+		w.groups = append(w.groups, NewLocalGroup(tp))
+	}
+	for r := 0; r < tp; r++ {
+		w.stages = append(w.stages, NewLocalStages(pp))
+	}
+	for rank, sh := range shards {
+		s, r := rank/tp, rank%tp
+		pool := kernels.NewPool(1)
+		t.Cleanup(pool.Close)
+		opt := Options{MaxBatch: 16, Comm: w.groups[s].Comm(r), Shard: &shards[rank]}
+		if pp > 1 {
+			opt.Stage = w.stages[r][s]
+		}
+		m, err := New(f, pool, opt)
+		if err != nil {
+			t.Fatalf("rank %d (%s): %v", rank, sh.String(), err)
+		}
+		cache, err := m.NewCache(positions, f32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.vocab = m.Cfg.Vocab
+		w.models = append(w.models, m)
+		w.caches = append(w.caches, cache)
+		w.pools = append(w.pools, pool)
+		w.logits = append(w.logits, nil)
+		w.topk = append(w.topk, make([]Candidate, 0, 4))
+	}
+	return w
+}
+
+// forward runs b on every rank at once and assembles the full logits of the
+// output rows from the last stage's vocabulary slices.
+func (w *world) forward(b *Batch, full []float32) error {
+	rows := b.Outputs()
+	var wg sync.WaitGroup
+	errs := make([]error, len(w.models))
+	for rank, m := range w.models {
+		if need := rows * m.sh.Vocab(); cap(w.logits[rank]) < need {
+			w.logits[rank] = make([]float32, need)
+		}
+		wg.Add(1)
+		go func(rank int, m *Model) {
+			defer wg.Done()
+			lg := w.logits[rank][:rows*m.sh.Vocab()]
+			if err := m.Forward(w.caches[rank], b, lg); err != nil {
+				errs[rank] = fmt.Errorf("rank %d: %w", rank, err)
+				// Wake the peers waiting for this rank.
+				w.groups[rank/w.tp].Abort(err)
+				w.stages[rank%w.tp][0].Abort(err)
+			}
+		}(rank, m)
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for rank := (w.pp - 1) * w.tp; rank < len(w.models); rank++ {
+		sh := &w.shards[rank]
+		if err := PutVocabSlice(full, w.vocab, w.logits[rank][:rows*sh.Vocab()], sh.VocabLo, sh.VocabHi); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// greedy is the next token of output row 0 chosen as the coordinator does:
+// merging each last-stage rank's top candidates.
+func (w *world) greedy() int32 {
+	var lists [][]Candidate
+	for rank := (w.pp - 1) * w.tp; rank < len(w.models); rank++ {
+		sh := &w.shards[rank]
+		w.topk[rank] = TopK(w.topk[rank], w.logits[rank][:sh.Vocab()], int32(sh.VocabLo), 4)
+		lists = append(lists, w.topk[rank])
+	}
+	return MergeTopK(nil, 4, lists...)[0].ID
+}
+
+// splitCase is one way to split a model: tp x pp ranks and their weights
+// (nil = even), as --split tensor=TP,layer=PP --tensor-split W... says.
+type splitCase struct {
+	tp, pp  int
+	weights []float64
+}
+
+func (sc splitCase) String() string {
+	s := fmt.Sprintf("tp%d", sc.tp)
+	if sc.pp > 1 {
+		s = fmt.Sprintf("pp%d", sc.pp)
+		if sc.tp > 1 {
+			s = fmt.Sprintf("tp%dxpp%d", sc.tp, sc.pp)
+		}
+	}
+	if sc.weights != nil {
+		s += fmt.Sprintf("-w%v", sc.weights)
+	}
+	return strings.ReplaceAll(s, " ", ",")
+}
+
+func splitCases(c *Config) []splitCase {
+	cs := []splitCase{{tp: 2, pp: 1}, {tp: 3, pp: 1}, {tp: 2, pp: 1, weights: []float64{3, 1}}, {tp: 3, pp: 1, weights: []float64{1, 2, 3}},
+		{tp: 1, pp: 2}}
+	if c.Layers >= 3 {
+		cs = append(cs, splitCase{tp: 1, pp: 3}, splitCase{tp: 1, pp: 2, weights: []float64{1, 3}})
+	}
+	if c.Layers >= 2 {
+		cs = append(cs, splitCase{tp: 2, pp: 2})
+	}
+	return cs
+}
+
+// run is a reference run: the prompt's logits at every position, then
+// greedy steps, each step's token and logits.
+type run struct {
+	prompt []float32
+	tokens []int32
+	steps  [][]float32
+}
+
+const greedySteps = 16
+
+var testPrompt = []int32{1, 39, 460, 112, 14, 255, 240, 120, 164, 303, 255, 249}
+
+// generate runs the prompt in one batch, then greedySteps decode steps, on a
+// forward function; next picks each token.
+func generate(t testing.TB, vocab int, fwd func(*Batch, []float32) error, next func([]float32) int32, prompt []int32) run {
+	t.Helper()
+	var r run
+	var b Batch
+	for i, tok := range prompt {
+		b.Add(tok%int32(vocab), int32(i), 0, true)
+	}
+	r.prompt = make([]float32, len(prompt)*vocab)
+	if err := fwd(&b, r.prompt); err != nil {
+		t.Fatal(err)
+	}
+	row := r.prompt[(len(prompt)-1)*vocab:]
+	pos := int32(len(prompt))
+	for step := 0; step < greedySteps; step++ {
+		tok := next(row)
+		r.tokens = append(r.tokens, tok)
+		b.Reset()
+		b.Add(tok, pos, 0, true)
+		pos++
+		row = make([]float32, vocab)
+		if err := fwd(&b, row); err != nil {
+			t.Fatalf("greedy step %d: %v", step, err)
+		}
+		r.steps = append(r.steps, row)
+	}
+	return r
+}
+
+// relDiff is max |a-b| over a row divided by the spread of b.
+func relDiff(a, b []float32) float64 {
+	lo, hi := b[0], b[0]
+	for _, v := range b {
+		lo, hi = min(lo, v), max(hi, v)
+	}
+	d, _ := maxDiff(a, b)
+	return d / float64(hi-lo)
+}
+
+// splitTolerance bounds the logits of a split relative to world size 1, as
+// max |diff| / spread of the row. A split sums the same products in another
+// order: each row-parallel projection adds per-rank partial sums in the
+// all-reduce instead of one long dot product. With F32 weights that moves
+// logits by a few float32 roundings (seen: at most 3.5e-7). F16 weights
+// multiply activations rounded to half precision, and quantized weights
+// activations quantized per block: both sides cut at the same block
+// boundaries, but a last-bit difference in an activation can flip one
+// rounding in a later layer, which moves the logits more (seen: 1.8e-4 for
+// F16, 3.2e-3 for quantized models, as in the llama.cpp comparisons).
+func splitTolerance(name string) float64 {
+	switch {
+	case strings.Contains(name, "-F32"):
+		return 1e-5
+	case strings.Contains(name, "-F16"), strings.Contains(name, "-BF16"):
+		return 1e-3
+	}
+	return 2e-2
+}
+
+// checkSplit runs one split of f and compares it with the reference run.
+func checkSplit(t *testing.T, f *gguf.Model, name string, c *Config, sc splitCase, ref run, f32 bool) (worst float64) {
+	t.Helper()
+	shards, err := Split(c, ColumnBlocks(f, c), sc.tp, sc.pp, sc.weights)
+	if err != nil {
+		if strings.Contains(err.Error(), "no attention heads and no FFN columns") {
+			t.Logf("%s: refused as it should be: %v", sc, err)
+			return 0
+		}
+		t.Fatal(err)
+	}
+	w := newWorld(t, f, shards, sc.tp, sc.pp, 64, f32)
+	tol := splitTolerance(name)
+	V := c.Vocab
+	prompt := len(ref.prompt) / V
+	step := 0
+	var b Batch
+	for i := 0; i < prompt; i++ {
+		b.Add(testPrompt[i]%int32(V), int32(i), 0, true)
+	}
+	full := make([]float32, prompt*V)
+	if err := w.forward(&b, full); err != nil {
+		t.Fatal(err)
+	}
+	for p := 0; p < prompt; p++ {
+		d := relDiff(full[p*V:(p+1)*V], ref.prompt[p*V:(p+1)*V])
+		worst = max(worst, d)
+		if d > tol {
+			t.Errorf("%s: prompt position %d: logits differ from world 1 by %.3g of the spread (tolerance %.0e)", sc, p, d, tol)
+		}
+	}
+	// Greedy from the split's own logits, through the per-rank candidates.
+	pos := int32(prompt)
+	lastRow := func() []float32 {
+		for rank := (w.pp - 1) * w.tp; rank < len(w.models); rank++ {
+			sh := &w.shards[rank]
+			n := len(w.logits[rank]) / max(sh.Vocab(), 1)
+			w.logits[rank] = w.logits[rank][(n-1)*sh.Vocab() : n*sh.Vocab()]
+		}
+		return full[(prompt-1)*V:]
+	}
+	row := lastRow()
+	for ; step < greedySteps; step++ {
+		tok := w.greedy()
+		if am := argmax(row); tok != am {
+			t.Fatalf("%s: step %d: merged top candidates chose %d, argmax of the full row %d", sc, step, tok, am)
+		}
+		if tok != ref.tokens[step] {
+			t.Fatalf("%s: greedy step %d chose %d, world 1 chose %d", sc, step, tok, ref.tokens[step])
+		}
+		b.Reset()
+		b.Add(tok, pos, 0, true)
+		pos++
+		row = make([]float32, V)
+		if err := w.forward(&b, row); err != nil {
+			t.Fatalf("%s: step %d: %v", sc, step, err)
+		}
+		d := relDiff(row, ref.steps[step])
+		worst = max(worst, d)
+		if d > tol {
+			t.Errorf("%s: greedy step %d: logits differ from world 1 by %.3g of the spread (tolerance %.0e)", sc, step, d, tol)
+		}
+	}
+	return worst
+}
+
+// splitModels are the shared models the split tests run: all of them, or
+// with -short one per architecture (llama twice: tiny and stories).
+func splitModels(t *testing.T) []string {
+	files, _ := filepath.Glob(filepath.Join(sharedModels, "*", "*.gguf"))
+	if len(files) == 0 {
+		t.Skipf("no shared models under %s", sharedModels)
+	}
+	if !testing.Short() {
+		return files
+	}
+	var out []string
+	for _, f := range files {
+		b := filepath.Base(f)
+		if strings.HasSuffix(b, "-Q8_0.gguf") && (strings.Contains(b, "qwen") || strings.Contains(b, "stories")) || b == "tiny-llama-Q4_K_M.gguf" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// TestSplitsMatchWorld1 runs every shared model on every split in-process
+// and checks that greedy generation picks the same tokens as world size 1
+// and that the logits agree within splitTolerance.
+func TestSplitsMatchWorld1(t *testing.T) {
+	for _, path := range splitModels(t) {
+		name := strings.TrimSuffix(filepath.Base(path), ".gguf")
+		t.Run(name, func(t *testing.T) {
+			f, err := gguf.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			checkAllSplits(t, f, name, true)
+		})
+	}
+}
+
+func checkAllSplits(t *testing.T, f *gguf.Model, name string, f32 bool) {
+	pool := kernels.NewPool(1)
+	defer pool.Close()
+	m, err := New(f, pool, Options{MaxBatch: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache, err := m.NewCache(64, f32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &m.Cfg
+	ref := generate(t, c.Vocab, func(b *Batch, lg []float32) error { return m.Forward(cache, b, lg) }, argmax, testPrompt)
+	for _, sc := range splitCases(c) {
+		worst := checkSplit(t, f, name, c, sc, ref, f32)
+		t.Logf("%-22s worst logit difference %.2g of the spread", sc, worst)
+	}
+}
