@@ -62,10 +62,10 @@ type Options struct {
 
 // Model is a loaded model, ready to run batches on a KV cache.
 type Model struct {
-	Cfg  Config
-	file *gguf.Model
-	w    *weights
-	pool *kernels.Pool
+	Cfg   Config
+	file  *gguf.Model
+	w     *weights
+	pool  *kernels.Pool
 	comm  Comm
 	stage StageLink
 	sh    Shard

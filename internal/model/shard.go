@@ -102,7 +102,7 @@ func (s *Shard) Validate(c *Config) error {
 		ff, eff = 0, c.ExpertFF
 	}
 	for _, r := range []struct {
-		name       string
+		name      string
 		lo, hi, n int
 	}{{"head", s.HeadLo, s.HeadHi, c.Heads}, {"KV head", s.KVLo, s.KVHi, c.KVHeads}, {"FFN column", s.FFLo, s.FFHi, ff},
 		{"expert FFN column", s.ExpFFLo, s.ExpFFHi, eff}, {"vocabulary", s.VocabLo, s.VocabHi, c.Vocab}} {
