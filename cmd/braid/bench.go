@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -60,6 +61,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	reps := fs.Int("r", 5, "runs per configuration (after one warm-up run)")
 	asJSON := fs.Bool("json", false, "print a JSON array, one object per row")
 	kvF32 := fs.Bool("kv-f32", false, "float32 KV cache")
+	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the runs to this file (go tool pprof)")
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return err
 	}
@@ -86,6 +88,17 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer file.Close()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var rows []benchRow
 	for _, t := range ts {
 		pool := kernels.NewPool(t)
