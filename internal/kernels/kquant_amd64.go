@@ -28,6 +28,15 @@ func kqQ2KAVX512VNNI(w, x *byte, nb int) float32
 func kqQ3KAVX512VNNI(w, x *byte, nb int) float32
 
 //go:noescape
+func kqQ2KAVX2(w, x *byte, nb int) float32
+
+//go:noescape
+func kqQ3KAVX2(w, x *byte, nb int) float32
+
+//go:noescape
+func kqIQ4XSAVX2(w, x *byte, nb int) float32
+
+//go:noescape
 func kqIQ4XSAVX512VNNI(w, x *byte, nb int) float32
 
 //go:noescape
@@ -44,7 +53,9 @@ func init() {
 	avx2 := cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
 
 	registerFast(quant.Q2_K, avx512, &dotImpl{name: "avx512vnni", act: quant.Q8_K, dot: kqWrap(kqQ2KAVX512VNNI, kqQ2KSize)})
+	registerFast(quant.Q2_K, avx2, &dotImpl{name: "avx2", act: quant.Q8_K, dot: kqWrap(kqQ2KAVX2, kqQ2KSize)})
 	registerFast(quant.Q3_K, avx512, &dotImpl{name: "avx512vnni", act: quant.Q8_K, dot: kqWrap(kqQ3KAVX512VNNI, kqQ3KSize)})
+	registerFast(quant.Q3_K, avx2, &dotImpl{name: "avx2", act: quant.Q8_K, dot: kqWrap(kqQ3KAVX2, kqQ3KSize)})
 	registerFast(quant.Q4_K, avx512, &dotImpl{name: "avx512vnni", act: quant.Q8_K, dot: kqWrap(kqQ4KAVX512VNNI, kqQ4KSize)})
 	registerFast(quant.Q4_K, avx2, &dotImpl{name: "avx2", act: quant.Q8_K, dot: kqWrap(kqQ4KAVX2, kqQ4KSize)})
 	registerFast(quant.Q5_K, avx512, &dotImpl{name: "avx512vnni", act: quant.Q8_K, dot: kqWrap(kqQ5KAVX512VNNI, kqQ5KSize)})
@@ -53,4 +64,5 @@ func init() {
 	registerFast(quant.Q6_K, avx2, &dotImpl{name: "avx2", act: quant.Q8_K, dot: kqWrap(kqQ6KAVX2, kqQ6KSize)})
 	// IQ4_XS unpacks its scales with PDEP (BMI2, on every AVX-512 CPU).
 	registerFast(quant.IQ4_XS, avx512 && cpu.X86.HasBMI2, &dotImpl{name: "avx512vnni", act: quant.Q8_K, dot: kqWrap(kqIQ4XSAVX512VNNI, kqIQ4XSSize)})
+	registerFast(quant.IQ4_XS, avx2 && cpu.X86.HasBMI2, &dotImpl{name: "avx2", act: quant.Q8_K, dot: kqWrap(kqIQ4XSAVX2, kqIQ4XSSize)})
 }
