@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"braid/internal/quant"
+
+	"golang.org/x/sys/cpu"
 )
 
 // TestFloatTiles checks the float prefill tiles at every tile size they
@@ -59,6 +61,49 @@ func checkTile(t *testing.T, rng *rand.Rand, typ quant.Type, g, f *dotImpl, n, r
 			if got := dst[c*ldd+r]; !closeEnough(got, want, tol) {
 				t.Errorf("%s %s tile %dx%d n=%d [%d,%d]: %.9g, generic %.9g", typ, f.name, rows, cols, n, r, c, got, want)
 			}
+		}
+	}
+}
+
+// TestSelectionMore extends TestSelection to the formats of dot2_*.s: on a
+// CPU with the features, their assembly must be what runs.
+func TestSelectionMore(t *testing.T) {
+	if ForcedGeneric() {
+		t.Skip("BRAID_KERNELS=generic")
+	}
+	sel := map[quant.Type]string{}
+	for _, c := range Selected() {
+		sel[c.Type] = c.Impl
+	}
+	want := map[quant.Type]string{}
+	q := []quant.Type{quant.Q4_1, quant.Q5_0, quant.Q5_1, quant.IQ4_NL, quant.MXFP4}
+	set := func(impl string) {
+		for _, typ := range q {
+			want[typ] = impl
+		}
+	}
+	x, a := &cpu.X86, &cpu.ARM64
+	switch {
+	case x.HasAVX512F && x.HasAVX512BW && x.HasAVX512VL && x.HasAVX512VNNI && x.HasF16C && x.HasFMA:
+		set("avx512vnni")
+	case x.HasAVX2 && x.HasFMA && x.HasF16C:
+		set("avx2")
+	case a.HasASIMDDP:
+		set("neon-dotprod")
+	}
+	switch {
+	case x.HasAVX512F && x.HasAVX512BW && x.HasAVX512BF16:
+		want[quant.BF16] = "avx512bf16"
+	case x.HasAVX512F && x.HasAVX512BW:
+		want[quant.BF16] = "avx512"
+	case x.HasAVX2 && x.HasFMA:
+		want[quant.BF16] = "avx2"
+	case a.HasASIMD:
+		want[quant.BF16] = "neon"
+	}
+	for typ, impl := range want {
+		if sel[typ] != impl {
+			t.Errorf("%s: selected %q, want %q (features %v)", typ, sel[typ], impl, Features())
 		}
 	}
 }

@@ -1,0 +1,76 @@
+//go:build amd64
+
+package kernels
+
+import (
+	"braid/internal/quant"
+
+	"golang.org/x/sys/cpu"
+)
+
+// Row dots of dot2_amd64.s, with the Go references' signature.
+
+//go:noescape
+func vdQ4_1VNNI(n int, w, x []byte) float32
+
+//go:noescape
+func vdQ5_0VNNI(n int, w, x []byte) float32
+
+//go:noescape
+func vdQ5_1VNNI(n int, w, x []byte) float32
+
+//go:noescape
+func vdIQ4NLVNNI(n int, w, x []byte) float32
+
+//go:noescape
+func vdMXFP4VNNI(n int, w, x []byte) float32
+
+//go:noescape
+func vdBF16AVX512BF16(n int, w, x []byte) float32
+
+//go:noescape
+func vdBF16AVX512(n int, w, x []byte) float32
+
+//go:noescape
+func vdBF16AVX2(n int, w, x []byte) float32
+
+//go:noescape
+func vdQ4_1AVX2(n int, w, x []byte) float32
+
+//go:noescape
+func vdQ5_0AVX2(n int, w, x []byte) float32
+
+//go:noescape
+func vdQ5_1AVX2(n int, w, x []byte) float32
+
+//go:noescape
+func vdIQ4NLAVX2(n int, w, x []byte) float32
+
+//go:noescape
+func vdMXFP4AVX2(n int, w, x []byte) float32
+
+func init() {
+	x := &cpu.X86
+	// As in dot_amd64.go: BW for byte ops and mask moves, VL for the
+	// 256-bit EVEX forms of the odd last block, VNNI for VPDPBUSD.
+	vnni := x.HasAVX512F && x.HasAVX512BW && x.HasAVX512VL && x.HasAVX512VNNI && x.HasF16C && x.HasFMA
+	avx2 := x.HasAVX2 && x.HasFMA && x.HasF16C
+	for _, k := range []struct {
+		t          quant.Type
+		act        quant.Type
+		vnni, avx2 func(n int, w, x []byte) float32
+	}{
+		{quant.Q4_1, quant.Q8_1, vdQ4_1VNNI, vdQ4_1AVX2},
+		{quant.Q5_0, quant.Q8_0, vdQ5_0VNNI, vdQ5_0AVX2},
+		{quant.Q5_1, quant.Q8_1, vdQ5_1VNNI, vdQ5_1AVX2},
+		{quant.IQ4_NL, quant.Q8_0, vdIQ4NLVNNI, vdIQ4NLAVX2},
+		{quant.MXFP4, quant.Q8_0, vdMXFP4VNNI, vdMXFP4AVX2},
+	} {
+		registerFast(k.t, vnni, &dotImpl{name: "avx512vnni", act: k.act, dot: k.vnni})
+		registerFast(k.t, avx2, &dotImpl{name: "avx2", act: k.act, dot: k.avx2})
+	}
+	avx512 := x.HasAVX512F && x.HasAVX512BW
+	registerFast(quant.BF16, avx512 && x.HasAVX512BF16, &dotImpl{name: "avx512bf16", act: quant.BF16, dot: vdBF16AVX512BF16})
+	registerFast(quant.BF16, avx512, &dotImpl{name: "avx512", act: quant.BF16, dot: vdBF16AVX512})
+	registerFast(quant.BF16, x.HasAVX2 && x.HasFMA, &dotImpl{name: "avx2", act: quant.BF16, dot: vdBF16AVX2})
+}
