@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"golang.org/x/sys/cpu"
+
 	"braid/internal/gguf"
 	"braid/internal/quant"
 )
@@ -326,6 +328,30 @@ func TestKQuantFastVsRef(t *testing.T) {
 					}
 				})
 			}
+		}
+	}
+}
+
+// TestKQuantSelected pins which kernel each K-quant type runs on this CPU,
+// so that a registration mistake cannot fall back to the slow reference
+// without a failing test.
+func TestKQuantSelected(t *testing.T) {
+	if ForcedGeneric() {
+		t.Skip("BRAID_KERNELS=generic")
+	}
+	x, a := &cpu.X86, &cpu.ARM64
+	want := "generic"
+	switch {
+	case x.HasAVX512F && x.HasAVX512BW && x.HasAVX512VL && x.HasAVX512VNNI && x.HasFMA && x.HasF16C && x.HasBMI2:
+		want = "avx512vnni"
+	case x.HasAVX2 && x.HasFMA && x.HasF16C && x.HasBMI2:
+		want = "avx2"
+	case a.HasASIMD && a.HasASIMDDP:
+		want = "neon-dotprod"
+	}
+	for _, typ := range kqTypes {
+		if got := implFor(typ); got == nil || got.name != want {
+			t.Errorf("%s: selected %v, want %q (features %v)", typ, got, want, Features())
 		}
 	}
 }
