@@ -158,4 +158,3 @@ func loadForServe(mf *modelFlags, parallel int, logf func(string, ...any), stder
 	}
 	return l, tok, tmpl, nil
 }
-

@@ -31,7 +31,8 @@ type SchedulerConfig struct {
 	// takes one, prompt chunks share the rest. 0 means 512.
 	StepTokens int
 	// MaxQueue is the most requests waiting for a slot; Submit beyond it
-	// fails with ErrQueueFull. 0 means 16*Parallel.
+	// fails with ErrQueueFull. 0 means 16*Parallel; negative means none
+	// wait (a request is taken only when a slot is free).
 	MaxQueue int
 	// PrefixCache is the most finished sequences kept for prefix reuse (they
 	// also yield their blocks whenever a new request needs room). 0 means
@@ -248,6 +249,9 @@ func NewScheduler(m *model.Model, cache *kvcache.Cache, cfg SchedulerConfig) (*S
 	if cfg.MaxQueue == 0 {
 		cfg.MaxQueue = 16 * cfg.Parallel
 	}
+	if cfg.MaxQueue < 0 {
+		cfg.MaxQueue = 0
+	}
 	if cfg.PrefixCache == 0 {
 		cfg.PrefixCache = 4 * cfg.Parallel
 	}
@@ -285,13 +289,14 @@ func (s *Scheduler) Submit(ctx context.Context, j Job) (*Stream, error) {
 	if j.MaxTokens < 0 {
 		return nil, fmt.Errorf("engine: max tokens %d is negative", j.MaxTokens)
 	}
-	if s.pending.Add(1) > int64(s.cfg.MaxQueue) {
+	// Waiting beyond the slots is pending+busy-Parallel. busy lags the
+	// loop a little, but busy >= 0 keeps pending <= Parallel+MaxQueue, the
+	// channel's capacity, so the send below never blocks.
+	if p := s.pending.Add(1); p+s.busy.Load() > int64(s.cfg.Parallel+s.cfg.MaxQueue) {
 		s.pending.Add(-1)
-		return nil, fmt.Errorf("%w (%d waiting)", ErrQueueFull, s.cfg.MaxQueue)
+		return nil, fmt.Errorf("%w (%d slots busy, %d may wait)", ErrQueueFull, s.cfg.Parallel, s.cfg.MaxQueue)
 	}
 	st := &Stream{ctx: ctx, job: j, notify: make(chan struct{}, 1), toks: make([]Token, 0, 16)}
-	// The channel holds MaxQueue+Parallel, and pending bounds what is in it,
-	// so this send never blocks.
 	s.incoming <- st
 	return st, nil
 }
