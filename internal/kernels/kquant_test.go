@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"golang.org/x/sys/cpu"
@@ -340,13 +341,14 @@ func TestKQuantSelected(t *testing.T) {
 		t.Skip("BRAID_KERNELS=generic")
 	}
 	x, a := &cpu.X86, &cpu.ARM64
+	amd64, arm64 := runtime.GOARCH == "amd64", runtime.GOARCH == "arm64"
 	want := "generic"
 	switch {
-	case x.HasAVX512F && x.HasAVX512BW && x.HasAVX512VL && x.HasAVX512VNNI && x.HasFMA && x.HasF16C && x.HasBMI2:
+	case amd64 && x.HasAVX512F && x.HasAVX512BW && x.HasAVX512VL && x.HasAVX512VNNI && x.HasFMA && x.HasF16C && x.HasBMI2:
 		want = "avx512vnni"
-	case x.HasAVX2 && x.HasFMA && x.HasF16C && x.HasBMI2:
+	case amd64 && x.HasAVX2 && x.HasFMA && x.HasF16C && x.HasBMI2:
 		want = "avx2"
-	case a.HasASIMD && a.HasASIMDDP:
+	case arm64 && a.HasASIMD && a.HasASIMDDP:
 		want = "neon-dotprod"
 	}
 	for _, typ := range kqTypes {
