@@ -31,7 +31,7 @@ func group(t testing.TB, kind string, n int, timeout time.Duration) []Transport 
 		})
 		return out
 	case "tcp":
-		return nil
+		return tcpGroup(t, n, MeshConfig{Timeout: timeout})
 	}
 	t.Fatalf("unknown transport %q", kind)
 	return nil
@@ -136,6 +136,7 @@ func testAllReduce(t *testing.T, kind string, sizes []int) {
 }
 
 func TestAllReduceInProc(t *testing.T) { testAllReduce(t, "inproc", []int{1, 2, 3, 4, 5}) }
+func TestAllReduceTCP(t *testing.T)    { testAllReduce(t, "tcp", []int{1, 2, 3, 4, 5}) }
 
 func testHelpers(t *testing.T, kind string) {
 	for _, n := range []int{1, 2, 3, 4} {
@@ -206,6 +207,7 @@ func testHelpers(t *testing.T, kind string) {
 }
 
 func TestHelpersInProc(t *testing.T) { testHelpers(t, "inproc") }
+func TestHelpersTCP(t *testing.T)    { testHelpers(t, "tcp") }
 
 // testPeerCloses: rank 2 closes its transport instead of joining the
 // all-reduce; the others fail quickly, naming rank 2.
@@ -244,6 +246,7 @@ func testPeerCloses(t *testing.T, kind string) {
 }
 
 func TestPeerClosesInProc(t *testing.T) { testPeerCloses(t, "inproc") }
+func TestPeerClosesTCP(t *testing.T)    { testPeerCloses(t, "tcp") }
 
 // testHungPeer: rank 1 never joins; rank 0 gives up at the deadline with an
 // error naming rank 1.
@@ -264,6 +267,7 @@ func testHungPeer(t *testing.T, kind string) {
 }
 
 func TestHungPeerInProc(t *testing.T) { testHungPeer(t, "inproc") }
+func TestHungPeerTCP(t *testing.T)    { testHungPeer(t, "tcp") }
 
 // testDisagree: ranks that run different collectives fail with both tags.
 func testDisagree(t *testing.T, kind string) {
@@ -294,6 +298,7 @@ func testDisagree(t *testing.T, kind string) {
 }
 
 func TestDisagreeInProc(t *testing.T) { testDisagree(t, "inproc") }
+func TestDisagreeTCP(t *testing.T)    { testDisagree(t, "tcp") }
 
 // testNoAllocs: after warm-up, an all-reduce allocates nothing on any rank.
 func testNoAllocs(t *testing.T, kind string, n int, algo Algo, length int) {
@@ -338,6 +343,12 @@ func TestNoAllocsInProc(t *testing.T) {
 	testNoAllocs(t, "inproc", 3, OneShot, 4096)
 	testNoAllocs(t, "inproc", 4, TwoShot, 10000)
 	testNoAllocs(t, "inproc", 3, Ring, 10000)
+}
+
+func TestNoAllocsTCP(t *testing.T) {
+	testNoAllocs(t, "tcp", 3, OneShot, 4096)
+	testNoAllocs(t, "tcp", 3, TwoShot, 100000)
+	testNoAllocs(t, "tcp", 3, Ring, 100000)
 }
 
 func TestChunk(t *testing.T) {
