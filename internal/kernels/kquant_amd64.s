@@ -1,12 +1,23 @@
 #include "textflag.h"
 
-// K-quant x Q8_K dot products for amd64. The integer work per super-block is
-// exact: VPMADDUBSW multiplies unsigned weight codes (at most 63) by signed
-// activations (any int8, -128 included) into int16 pairs that cannot
-// saturate (63*128*2 < 32768), and VPMADDWD/VPDPWSSD apply the sub-block
-// scales in int32. Only the per-block combination with d (and dmin) is in
-// float32, spread over vector lanes, so results differ from the reference
-// in the last bits only.
+// K-quant and IQ4_XS x Q8_K dot products for amd64: AVX-512 (BW, VL, VNNI)
+// and AVX2 versions, one super-block (256 values) per loop iteration.
+//
+// The integer work per super-block is exact. VPMADDUBSW multiplies unsigned
+// weight codes (at most 63; the signed formats are shifted up, Q3_K by 4,
+// Q6_K by 32, and the shift is taken back out through the activations'
+// bsums) by signed activations (any int8, -128 included) into int16 pairs
+// that cannot saturate (63*128*2 < 32768), and VPMADDWD/VPDPWSSD apply the
+// sub-block scales in int32. IQ4_XS is the exception, see its kernels. Only
+// the per-block combination with d (and dmin) is in float32, spread over
+// vector lanes, so results differ from the reference in the last bits only.
+//
+// Code layouts: a 32-byte group of 4-bit codes holds two 32-value
+// sub-blocks (low nibbles, then high nibbles), so broadcasting it to both
+// zmm halves and shifting the upper half by 4 (masked VPSRLW) lines the codes
+// up with 64 contiguous activations; the 2-bit formats do the same with
+// shifts of 2. Scales reach the lanes through VPERMW (AVX-512) or VPSHUFB
+// (AVX2) from the block's scale words.
 
 DATA kqQ4KPerm<>+0(SB)/8, $0x0000000000000000
 DATA kqQ4KPerm<>+8(SB)/8, $0x0000000000000000
