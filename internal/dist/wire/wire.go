@@ -51,7 +51,7 @@ const (
 	TypePong    Type = 6
 	TypeError   Type = 7 // a refusal or failure message (UTF-8 text) before closing
 	TypeClose   Type = 8 // orderly goodbye
-	typeEnd              // one past the last valid type
+	typeEnd     Type = 9 // one past the last valid type
 )
 
 var typeNames = [...]string{"", "hello", "auth", "data", "control", "ping", "pong", "error", "close"}

@@ -131,3 +131,20 @@ func FuzzReadFrame(f *testing.F) {
 		}
 	})
 }
+
+func TestEveryTypeAndOpParses(t *testing.T) {
+	for ty := Type(1); ty < typeEnd; ty++ {
+		for op := Op(0); op < opEnd; op++ {
+			h := Header{Type: ty, Stripes: 1, Tag: Tag{Step: 3, Seq: 4, Op: op}}
+			var b [HeaderSize]byte
+			Put(b[:], &h)
+			got, err := Parse(b[:], testLimits)
+			if err != nil || got != h {
+				t.Fatalf("%s/%s: got %+v, %v", ty, op, got, err)
+			}
+		}
+		if strings.HasPrefix(ty.String(), "type(") {
+			t.Fatalf("type %d has no name", ty)
+		}
+	}
+}
