@@ -209,6 +209,15 @@ func CacheConfig(c *Config, sh *Shard, positions int, f32 bool) kvcache.Config {
 		Blocks: (positions + bs - 1) / bs, F32: f32}
 }
 
+// KVBytes is the size of the KV cache CacheConfig describes.
+func KVBytes(cfg kvcache.Config) int64 {
+	es := int64(2)
+	if cfg.F32 {
+		es = 4
+	}
+	return 2 * es * int64(cfg.Layers) * int64(cfg.Blocks) * int64(cfg.BlockSize) * int64(cfg.KVDim)
+}
+
 // Forward runs the batch, storing its keys and values in cache, and writes
 // the logits of the tokens with Output set to logits, one row of
 // Shard().Vocab() values each (the rank's vocabulary slice; Cfg.Vocab on a

@@ -184,20 +184,20 @@ func TensorSplit(c *Config, blk Blocks, weights []float64) ([]Shard, error) {
 				break
 			}
 		}
-		ffCut := func(n int, t quant.Type, what string) []int {
-			u := t.BlockSize()
-			if u > 1 && n > u {
-				notes = append(notes, fmt.Sprintf("%s split in steps of %d columns (%v blocks)", what, u, t))
+		ffCut := func(n int, t quant.Type, what, tensor string) []int {
+			got, want := cuts(n, t.BlockSize(), cum), cuts(n, 1, cum)
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				notes = append(notes, fmt.Sprintf("%s columns cut at %v, not %v: %s is %v, cut only at multiples of %d columns", what, got, want, tensor, t, t.BlockSize()))
 			}
-			return cuts(n, u, cum)
+			return got
 		}
 		if c.Experts > 0 {
-			cut := ffCut(c.ExpertFF, blk.DownExps, "expert FFN")
+			cut := ffCut(c.ExpertFF, blk.DownExps, "expert FFN", "ffn_down_exps")
 			for r := range sh {
 				sh[r].ExpFFLo, sh[r].ExpFFHi = cut[r], cut[r+1]
 			}
 		} else {
-			cut := ffCut(c.FF, blk.Down, "FFN")
+			cut := ffCut(c.FF, blk.Down, "FFN", "ffn_down")
 			for r := range sh {
 				sh[r].FFLo, sh[r].FFHi = cut[r], cut[r+1]
 			}
@@ -303,6 +303,9 @@ func Split(c *Config, blk Blocks, tp, pp int, weights []float64) ([]Shard, error
 	}
 	if len(weights) != tp*pp {
 		return nil, fmt.Errorf("model: %d split weights for %d ranks (%d tensor-parallel x %d stages)", len(weights), tp*pp, tp, pp)
+	}
+	if _, err := cumulative(weights); err != nil {
+		return nil, err
 	}
 	stageW := make([]float64, pp)
 	for i, w := range weights {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"braid/internal/gguf"
@@ -15,23 +14,26 @@ import (
 
 // world runs every rank of a split model in this process: one goroutine per
 // rank, each with its own Model, Pool (one thread) and KV cache, tensor-
-// parallel groups joined by LocalGroups and stages by LocalStages.
+// parallel groups joined by LocalGroups and stages by LocalStages. The rank
+// goroutines live as long as the test, so a step allocates nothing.
 type world struct {
 	tp, pp int
 	vocab  int
 	shards []Shard
 	models []*Model
 	caches []*kvcache.Cache
-	pools  []*kernels.Pool
 	groups []*LocalGroup
 	stages [][]*LocalStage // [tp rank][stage]
 	logits [][]float32     // per rank: its vocabulary slice of each output row
 	topk   [][]Candidate
+	start  []chan *Batch
+	done   chan error
+	errs   []error
 }
 
 func newWorld(t testing.TB, f *gguf.Model, shards []Shard, tp, pp, positions int, f32 bool) *world {
 	t.Helper()
-	w := &world{tp: tp, pp: pp, shards: shards}
+	w := &world{tp: tp, pp: pp, shards: shards, done: make(chan error)}
 	for s := 0; s < pp; s++ {
 		w.groups = append(w.groups, NewLocalGroup(tp))
 	}
@@ -57,38 +59,47 @@ func newWorld(t testing.TB, f *gguf.Model, shards []Shard, tp, pp, positions int
 		w.vocab = m.Cfg.Vocab
 		w.models = append(w.models, m)
 		w.caches = append(w.caches, cache)
-		w.pools = append(w.pools, pool)
-		w.logits = append(w.logits, nil)
+		w.logits = append(w.logits, make([]float32, 64*m.sh.Vocab()))
 		w.topk = append(w.topk, make([]Candidate, 0, 4))
+		start := make(chan *Batch)
+		w.start = append(w.start, start)
+		go w.rank(rank, start)
+		t.Cleanup(func() { close(start) })
 	}
+	w.errs = make([]error, len(shards))
 	return w
+}
+
+// rank runs one rank's steps as they come.
+func (w *world) rank(rank int, start chan *Batch) {
+	m := w.models[rank]
+	for b := range start {
+		lg := w.logits[rank][:b.Outputs()*m.sh.Vocab()]
+		err := m.Forward(w.caches[rank], b, lg)
+		if err != nil {
+			err = fmt.Errorf("rank %d: %w", rank, err)
+			// Wake the peers waiting for this rank.
+			w.groups[rank/w.tp].Abort(err)
+			w.stages[rank%w.tp][0].Abort(err)
+		}
+		w.done <- err
+	}
 }
 
 // forward runs b on every rank at once and assembles the full logits of the
 // output rows from the last stage's vocabulary slices.
 func (w *world) forward(b *Batch, full []float32) error {
 	rows := b.Outputs()
-	var wg sync.WaitGroup
-	errs := make([]error, len(w.models))
-	for rank, m := range w.models {
-		if need := rows * m.sh.Vocab(); cap(w.logits[rank]) < need {
-			w.logits[rank] = make([]float32, need)
-		}
-		wg.Add(1)
-		go func(rank int, m *Model) {
-			defer wg.Done()
-			lg := w.logits[rank][:rows*m.sh.Vocab()]
-			if err := m.Forward(w.caches[rank], b, lg); err != nil {
-				errs[rank] = fmt.Errorf("rank %d: %w", rank, err)
-				// Wake the peers waiting for this rank.
-				w.groups[rank/w.tp].Abort(err)
-				w.stages[rank%w.tp][0].Abort(err)
-			}
-		}(rank, m)
+	for _, start := range w.start {
+		start <- b
 	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return err
+	failed := false
+	for i := range w.start {
+		w.errs[i] = <-w.done
+		failed = failed || w.errs[i] != nil
+	}
+	if failed {
+		return errors.Join(w.errs...)
 	}
 	for rank := (w.pp - 1) * w.tp; rank < len(w.models); rank++ {
 		sh := &w.shards[rank]
@@ -99,13 +110,13 @@ func (w *world) forward(b *Batch, full []float32) error {
 	return nil
 }
 
-// greedy is the next token of output row 0 chosen as the coordinator does:
-// merging each last-stage rank's top candidates.
-func (w *world) greedy() int32 {
+// greedy is the next token after output row row, chosen as the coordinator
+// does: merging each last-stage rank's top candidates.
+func (w *world) greedy(row int) int32 {
 	var lists [][]Candidate
 	for rank := (w.pp - 1) * w.tp; rank < len(w.models); rank++ {
-		sh := &w.shards[rank]
-		w.topk[rank] = TopK(w.topk[rank], w.logits[rank][:sh.Vocab()], int32(sh.VocabLo), 4)
+		V := w.shards[rank].Vocab()
+		w.topk[rank] = TopK(w.topk[rank], w.logits[rank][row*V:(row+1)*V], int32(w.shards[rank].VocabLo), 4)
 		lists = append(lists, w.topk[rank])
 	}
 	return MergeTopK(nil, 4, lists...)[0].ID
@@ -249,23 +260,16 @@ func checkSplit(t *testing.T, f *gguf.Model, name string, c *Config, sc splitCas
 	}
 	// Greedy from the split's own logits, through the per-rank candidates.
 	pos := int32(prompt)
-	lastRow := func() []float32 {
-		for rank := (w.pp - 1) * w.tp; rank < len(w.models); rank++ {
-			sh := &w.shards[rank]
-			n := len(w.logits[rank]) / max(sh.Vocab(), 1)
-			w.logits[rank] = w.logits[rank][(n-1)*sh.Vocab() : n*sh.Vocab()]
-		}
-		return full[(prompt-1)*V:]
-	}
-	row := lastRow()
+	row, outRow := full[(prompt-1)*V:], prompt-1
 	for ; step < greedySteps; step++ {
-		tok := w.greedy()
+		tok := w.greedy(outRow)
 		if am := argmax(row); tok != am {
 			t.Fatalf("%s: step %d: merged top candidates chose %d, argmax of the full row %d", sc, step, tok, am)
 		}
 		if tok != ref.tokens[step] {
 			t.Fatalf("%s: greedy step %d chose %d, world 1 chose %d", sc, step, tok, ref.tokens[step])
 		}
+		outRow = 0
 		b.Reset()
 		b.Add(tok, pos, 0, true)
 		pos++
@@ -314,12 +318,14 @@ func TestSplitsMatchWorld1(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer f.Close()
-			checkAllSplits(t, f, name, true)
+			checkAllSplits(t, f, name, true, splitCases)
 		})
 	}
 }
 
-func checkAllSplits(t *testing.T, f *gguf.Model, name string, f32 bool) {
+// checkAllSplits runs the model on world size 1, then on every split cases
+// gives, comparing each with world 1.
+func checkAllSplits(t *testing.T, f *gguf.Model, name string, f32 bool, cases func(*Config) []splitCase) {
 	pool := kernels.NewPool(1)
 	defer pool.Close()
 	m, err := New(f, pool, Options{MaxBatch: 16})
@@ -332,7 +338,7 @@ func checkAllSplits(t *testing.T, f *gguf.Model, name string, f32 bool) {
 	}
 	c := &m.Cfg
 	ref := generate(t, c.Vocab, func(b *Batch, lg []float32) error { return m.Forward(cache, b, lg) }, argmax, testPrompt)
-	for _, sc := range splitCases(c) {
+	for _, sc := range cases(c) {
 		worst := checkSplit(t, f, name, c, sc, ref, f32)
 		t.Logf("%-22s worst logit difference %.2g of the spread", sc, worst)
 	}
