@@ -1,0 +1,50 @@
+package server
+
+import (
+	"testing"
+	"unicode/utf8"
+)
+
+// FuzzParseRequest drives the request parsing and validation of both
+// completion endpoints: any body must give a request or a 400-class error,
+// never a panic.
+func FuzzParseRequest(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":5,"stop":["a","b"],"temperature":0.5}`,
+		`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],"logprobs":true,"top_logprobs":2}`,
+		`{"model":"m","prompt":[1,2,3],"stop":"x","n":1,"seed":-4}`,
+		`{"model":"m","prompt":["one"],"stream":true,"stream_options":{"include_usage":true}}`,
+		`{"model":"m","prompt":[[1,2]],"top_p":0}`,
+		`{"messages":[{"role":"tool","content":null}],"max_completion_tokens":-3}`,
+		`[1]`, `{"max_tokens":"x"}`, "{\"prompt\":\"\xff\"}", `{"temperature":1e400}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var c chatRequest
+		if e := parseJSON(body, &c); e == nil {
+			if _, _, e := c.params(func() uint64 { return 1 }); e != nil && e.Status != 400 {
+				t.Fatalf("params: status %d", e.Status)
+			}
+			if e := checkMessages(c.Messages); e == nil {
+				for _, m := range c.Messages {
+					if _, ok := m.Content.(string); !ok && m.Content != nil {
+						t.Fatalf("content left as %T after checkMessages", m.Content)
+					}
+				}
+			}
+		} else if e.Status != 400 || e.Message == "" {
+			t.Fatalf("parse error without a 400 and a message: %+v", e)
+		} else if !utf8.ValidString(e.Message) {
+			t.Fatalf("error message is not UTF-8: %q", e.Message)
+		}
+		var p completionRequest
+		if e := parseJSON(body, &p); e == nil {
+			p.params(func() uint64 { return 1 })
+			text, ids, e := parsePrompt(p.Prompt)
+			if e == nil && text == "" && ids == nil && len(p.Prompt) == 0 {
+				t.Fatal("empty prompt accepted")
+			}
+		}
+	})
+}
