@@ -320,6 +320,9 @@ func (t *TCP) form(ctx context.Context) error {
 			got++
 		case err = <-fatal:
 		case <-ctx.Done():
+			// A dialer that gave up at the same moment has the better
+			// reason (its last dial error): let them all finish first.
+			wg.Wait()
 			select {
 			case err = <-fatal:
 			default:
@@ -422,11 +425,11 @@ func (t *TCP) dial(ctx context.Context, j, stripe int, hc *handshakeConfig) (arr
 			stop := context.AfterFunc(ctx, func() { conn.Close() })
 			h, err := handshake(conn, hc, true, j, stripe)
 			if !stop() {
-				return arrival{}, &PeerError{Rank: j, Addr: addr, What: "handshake", Err: fmt.Errorf("mesh forming ended: %w", context.Cause(ctx))}
+				return arrival{}, &PeerError{Rank: j, Addr: addr, What: "connect", Err: fmt.Errorf("mesh forming ended: %w", context.Cause(ctx))}
 			}
 			if err != nil {
 				conn.Close()
-				return arrival{}, &PeerError{Rank: j, Addr: addr, What: "handshake", Err: err}
+				return arrival{}, &PeerError{Rank: j, Addr: addr, What: "connect", Err: err}
 			}
 			return arrival{conn: conn, hello: h, peer: j, stripe: stripe, dialed: true}, nil
 		}

@@ -190,7 +190,7 @@ func Parse(b []byte, lim Limits) (Header, error) {
 		if m&0xffffff == Magic&0xffffff {
 			return h, malformed("frame format version %d, this build speaks %d", m>>24, Magic>>24)
 		}
-		return h, malformed("bad magic %q (not a braid peer?)", printable(b[:4]))
+		return h, malformed("bad magic \"%s\" (not a braid peer?)", printable(b[:4]))
 	}
 	h.Type = Type(b[4])
 	if h.Type == 0 || h.Type >= typeEnd {
