@@ -209,7 +209,7 @@ func Compute(c *model.Config, blk model.Blocks, weightBytes func(*model.Shard) (
 		}
 		p.SplitBy = "memory available"
 	default:
-		p.SplitBy = "even"
+		p.SplitBy = "even weights"
 	}
 	shards, err := model.Split(c, blk, req.Mode.TP, req.Mode.PP, weights)
 	if err != nil {

@@ -141,7 +141,7 @@ func TestLayerPlanByMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.SplitBy != "even" {
+	if p.SplitBy != "even weights" {
 		t.Errorf("split by %q, want even", p.SplitBy)
 	}
 	for i, r := range p.Ranks {

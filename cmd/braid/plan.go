@@ -1,0 +1,162 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+
+	"braid/internal/gguf"
+	"braid/internal/model"
+	"braid/internal/plan"
+	"braid/internal/sysinfo"
+)
+
+func init() {
+	register("plan", "show which rank holds which slice of a model, and whether it fits", runPlan)
+}
+
+func runPlan(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("plan", "-m MODEL [--workers HOST:PORT,... | --ranks N] [--mem BYTES,...] [--split tensor|layer|tensor=T,layer=L] [--tensor-split W,...] [-c CTX] [--parallel N]", stderr)
+	path := fs.String("m", "", "model file (GGUF; any part of a split model)")
+	workers := fs.String("workers", "", "worker addresses, in rank order after this node (rank 0)")
+	nRanks := fs.Int("ranks", 0, "plan for N ranks without naming them (instead of --workers)")
+	mems := fs.String("mem", "", "memory available per rank in rank order (one value for all), e.g. 64G,32G; default: this node's for rank 0, unknown for the others")
+	split := fs.String("split", "layer", "tensor | layer | tensor=T,layer=L")
+	tsplit := fs.String("tensor-split", "", "weights per rank, in rank order, e.g. 3,1 (default: by memory when known, else even)")
+	ctx := fs.Int("c", 0, "context per sequence in tokens (default: the model's, at most 4096)")
+	parallel := fs.Int("parallel", 1, "sequences the KV cache holds at once")
+	batch := fs.Int("b", 512, "most tokens evaluated in one step")
+	threads := fs.Int("t", defaultThreads(), "threads per rank")
+	kvF32 := fs.Bool("kv-f32", false, "KV cache in float32 instead of float16")
+	if _, err := parseInterspersed(fs, args); err != nil {
+		return err
+	}
+	if *path == "" {
+		return usagef("-m MODEL is required")
+	}
+	if *workers != "" && *nRanks != 0 {
+		return usagef("give --workers or --ranks, not both")
+	}
+	if *parallel < 1 || *batch < 1 || *threads < 1 || *ctx < 0 {
+		return usagef("--parallel, -b and -t must be at least 1 and -c not negative")
+	}
+
+	var ranks []plan.Rank
+	var notes []string
+	switch {
+	case *workers != "":
+		ranks = append(ranks, plan.Rank{Name: "local"})
+		for i, w := range strings.Split(*workers, ",") {
+			w = strings.TrimSpace(w)
+			if w == "" {
+				return usagef("--workers: item %d is empty", i)
+			}
+			ranks = append(ranks, plan.Rank{Name: w})
+		}
+	case *nRanks > 0:
+		for i := 0; i < *nRanks; i++ {
+			ranks = append(ranks, plan.Rank{Name: "rank" + strconv.Itoa(i)})
+		}
+	case *nRanks < 0:
+		return usagef("--ranks %d: need at least one rank", *nRanks)
+	default:
+		ranks = []plan.Rank{{Name: "local"}}
+	}
+	if *mems != "" {
+		parts := strings.Split(*mems, ",")
+		if len(parts) != 1 && len(parts) != len(ranks) {
+			return usagef("--mem has %d values for %d ranks (give one per rank, or one for all)", len(parts), len(ranks))
+		}
+		for i := range ranks {
+			v, err := parseBytes(parts[min(i, len(parts)-1)])
+			if err != nil {
+				return usagef("--mem: %v", err)
+			}
+			ranks[i].Mem = v
+		}
+	} else {
+		if ranks[0].Name == "local" {
+			if mem, err := sysinfo.ReadMemory(); err == nil && mem.Usable() > 0 && mem.Usable() <= math.MaxInt64 {
+				ranks[0].Mem = int64(mem.Usable())
+			}
+		}
+		if len(ranks) > 1 {
+			if *workers != "" {
+				notes = append(notes, "worker memory is unknown here: workers report it when they join (braid worker); pass --mem to check the fit now")
+			} else {
+				notes = append(notes, "memory per rank unknown: pass --mem to check the fit")
+			}
+		}
+	}
+	if len(ranks) == 1 && *split == "layer" {
+		*split = "tensor" // one rank: nothing to split either way
+	}
+	mode, err := plan.ParseMode(*split, len(ranks))
+	if err != nil {
+		return usageError{err}
+	}
+	var weights []float64
+	if *tsplit != "" {
+		for i, s := range strings.Split(*tsplit, ",") {
+			v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+			if err != nil || !(v > 0) || math.IsInf(v, 0) {
+				return usagef("--tensor-split: item %d %q is not a positive number", i, s)
+			}
+			weights = append(weights, v)
+		}
+		if len(weights) != len(ranks) {
+			return usagef("--tensor-split has %d weights for %d ranks", len(weights), len(ranks))
+		}
+	}
+
+	f, err := gguf.Open(*path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if *ctx == 0 {
+		c, err := model.ReadConfig(f)
+		if err != nil {
+			return err
+		}
+		*ctx = min(c.Context, 4096)
+	}
+	p, err := plan.Make(f, plan.Request{Ranks: ranks, Mode: mode, Weights: weights, Ctx: *ctx, Parallel: *parallel,
+		MaxBatch: *batch, Threads: *threads, KVF32: *kvF32})
+	var fe *plan.FitError
+	if err != nil && !errors.As(err, &fe) {
+		return err
+	}
+	p.Notes = append(p.Notes, notes...)
+	fmt.Fprint(stdout, p.Table())
+	return err
+}
+
+// parseBytes reads a byte count: a plain number, or one with a unit: K, M,
+// G, T (and KiB, MiB, ...) are powers of 1024, KB, MB, GB, TB powers of
+// 1000.
+func parseBytes(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	i := strings.IndexFunc(s, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
+	num, unit := s, ""
+	if i >= 0 {
+		num, unit = s[:i], strings.TrimSpace(s[i:])
+	}
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil || v <= 0 {
+		return 0, fmt.Errorf("%q is not a positive byte count (like 64G or 34359738368)", s)
+	}
+	mult := map[string]float64{"": 1, "B": 1,
+		"K": 1 << 10, "KiB": 1 << 10, "M": 1 << 20, "MiB": 1 << 20, "G": 1 << 30, "GiB": 1 << 30, "T": 1 << 40, "TiB": 1 << 40,
+		"KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12}[unit]
+	if mult == 0 {
+		return 0, fmt.Errorf("%q: unknown unit %q (K, M, G, T are powers of 1024; KB, MB, GB, TB of 1000)", s, unit)
+	}
+	if v*mult >= math.MaxInt64 {
+		return 0, fmt.Errorf("%q is too large", s)
+	}
+	return int64(v * mult), nil
+}
