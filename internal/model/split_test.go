@@ -6,10 +6,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"braid/internal/gguf"
 	"braid/internal/kernels"
 	"braid/internal/kvcache"
+	"braid/internal/modelgen"
+	"braid/internal/quant"
 )
 
 // world runs every rank of a split model in this process: one goroutine per
@@ -342,4 +345,144 @@ func checkAllSplits(t *testing.T, f *gguf.Model, name string, f32 bool, cases fu
 		worst := checkSplit(t, f, name, c, sc, ref, f32)
 		t.Logf("%-22s worst logit difference %.2g of the spread", sc, worst)
 	}
+}
+
+// TestPipelineMicroBatches runs a layer split as a pipeline: each stage works
+// through its stream of micro-batches on its own, so stage 0 runs the next
+// micro-batch while stage 1 runs the previous one (teacher-forced tokens, so
+// no step waits for a sampled token). Two sequences alternate; every output
+// must match world size 1 running the same batches one after the other.
+func TestPipelineMicroBatches(t *testing.T) {
+	f := genModel(t, modelgen.Config{Arch: "qwen3", Layers: 4, Embd: 64, FF: 96, Heads: 4, KVHeads: 2, Vocab: 300, Type: quant.F32})
+	c, err := ReadConfig(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Micro-batches: prompts of two sequences, then 12 decode steps of each,
+	// alternating.
+	var batches []*Batch
+	for seq := 0; seq < 2; seq++ {
+		b := &Batch{}
+		for i := 0; i < 5; i++ {
+			b.Add(int32(10+7*i+seq), int32(i), kvcache.SeqID(seq), i == 4)
+		}
+		batches = append(batches, b)
+	}
+	for step := 0; step < 12; step++ {
+		for seq := 0; seq < 2; seq++ {
+			b := &Batch{}
+			b.Add(int32(100+3*step+seq), int32(5+step), kvcache.SeqID(seq), true)
+			batches = append(batches, b)
+		}
+	}
+	pool := kernels.NewPool(1)
+	defer pool.Close()
+	one, err := New(f, pool, Options{MaxBatch: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache, err := one.NewCache(128, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([][]float32, len(batches))
+	for i, b := range batches {
+		want[i] = make([]float32, c.Vocab)
+		if err := one.Forward(cache, b, want[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	shards, err := Split(c, ColumnBlocks(f, c), 1, 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Stage 1 holds micro-batch 0 (received, not yet run) until stage 0
+	// has run all of micro-batch 1 and is sending it: the stages work at
+	// the same time, or the test times out.
+	local := NewLocalStages(2)
+	ran1 := make(chan struct{})
+	links := []StageLink{
+		&hookLink{StageLink: local[0], beforeSend: func(n int) {
+			if n == 1 {
+				close(ran1)
+			}
+		}},
+		&hookLink{StageLink: local[1], afterRecv: func(n int) error {
+			if n == 0 {
+				select {
+				case <-ran1:
+				case <-time.After(20 * time.Second):
+					return errors.New("stage 0 did not run micro-batch 1 while stage 1 held micro-batch 0: the stages do not pipeline")
+				}
+			}
+			return nil
+		}},
+	}
+	got := make([][]float32, len(batches))
+	errs := make(chan error, 2)
+	for s := range shards {
+		p := kernels.NewPool(1)
+		defer p.Close()
+		m, err := New(f, p, Options{MaxBatch: 16, Shard: &shards[s], Comm: Single{}, Stage: links[s]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cache, err := m.NewCache(128, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func(s int) {
+			for i, b := range batches {
+				var lg []float32
+				if s == 1 {
+					lg = make([]float32, c.Vocab)
+					got[i] = lg
+				}
+				if err := m.Forward(cache, b, lg); err != nil {
+					local[s].Abort(err)
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}(s)
+	}
+	for range shards {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range batches {
+		if d := relDiff(got[i], want[i]); d != 0 {
+			t.Errorf("micro-batch %d: logits differ from world 1 by %.3g of the spread (a layer split alone changes no sum)", i, d)
+		}
+	}
+}
+
+// hookLink calls hooks around a StageLink's transfers, counting them.
+type hookLink struct {
+	StageLink
+	sends, recvs int
+	beforeSend   func(n int)
+	afterRecv    func(n int) error
+}
+
+func (h *hookLink) Send(x []float32) error {
+	if h.beforeSend != nil {
+		h.beforeSend(h.sends)
+	}
+	h.sends++
+	return h.StageLink.Send(x)
+}
+
+func (h *hookLink) Recv(x []float32) error {
+	if err := h.StageLink.Recv(x); err != nil {
+		return err
+	}
+	h.recvs++
+	if h.afterRecv != nil {
+		return h.afterRecv(h.recvs - 1)
+	}
+	return nil
 }
