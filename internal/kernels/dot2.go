@@ -1,6 +1,11 @@
 package kernels
 
-import "braid/internal/quant"
+import (
+	"encoding/binary"
+	"math"
+
+	"braid/internal/quant"
+)
 
 // Tables the assembly kernels of dot2_*.s index: the 4-bit codebooks as
 // bytes for table-lookup instructions, and the MXFP4 block scale of every
@@ -15,5 +20,14 @@ var (
 func init() {
 	for e := range mxfp4Scale {
 		mxfp4Scale[e] = quant.E8M0ToF32Half(uint8(e))
+	}
+}
+
+// roundF16 is the wideAct of F16 kernels: float32 activations rounded to
+// F16 values, kept as float32, so a prefill tile computes the same products
+// as the F16 dot of decode without widening activations in its inner loop.
+func roundF16(dst []byte, src []float32) {
+	for i, v := range src {
+		binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(quant.F16ToF32(quant.F32ToF16(v))))
 	}
 }

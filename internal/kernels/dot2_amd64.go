@@ -49,6 +49,18 @@ func vdIQ4NLAVX2(n int, w, x []byte) float32
 //go:noescape
 func vdMXFP4AVX2(n int, w, x []byte) float32
 
+//go:noescape
+func roundF16AVX512(dst []byte, src []float32)
+
+// roundF16Fast is roundF16 with the bulk converted by VCVTPS2PH/VCVTPH2PS.
+func roundF16Fast(dst []byte, src []float32) {
+	m := len(src) &^ 15
+	if m > 0 {
+		roundF16AVX512(dst[:4*m], src[:m])
+	}
+	roundF16(dst[4*m:], src[m:])
+}
+
 func init() {
 	x := &cpu.X86
 	// As in dot_amd64.go: BW for byte ops and mask moves, VL for the

@@ -786,3 +786,28 @@ mxydone:
 	HSUM_Y0
 	MOVSS X0, ret+56(FP)
 	RET
+
+// func roundF16AVX512(dst []byte, src []float32)
+// Rounds len(src) (a multiple of 16) float32s to F16 values (VCVTPS2PH,
+// round to nearest even, as quant.F32ToF16) and stores them widened back to
+// float32.
+TEXT ·roundF16AVX512(SB), NOSPLIT, $0-48
+	MOVQ dst_base+0(FP), DI
+	MOVQ src_base+24(FP), SI
+	MOVQ src_len+32(FP), CX
+	SHRQ $4, CX
+	JZ   r16done
+
+r16loop:
+	VMOVUPS   (SI), Z0
+	VCVTPS2PH $0, Z0, Y1
+	VCVTPH2PS Y1, Z1
+	VMOVUPS   Z1, (DI)
+	ADDQ      $64, SI
+	ADDQ      $64, DI
+	DECQ      CX
+	JNZ       r16loop
+
+r16done:
+	VZEROUPPER
+	RET

@@ -32,6 +32,7 @@ func (m *Matrix) rowBytes() int {
 // matJob is one MatMul call as the workers see it.
 type matJob struct {
 	impl    *dotImpl
+	mm      func(n int, w []byte, ldw int, x []byte, ldx int, dst []float32, ldd int, rows, cols int)
 	w       []byte
 	ldw     int // bytes per weight row
 	rows    int
@@ -73,10 +74,17 @@ func (p *Pool) MatMul(dst []float32, w *Matrix, x []float32, n int) {
 
 	j := &p.job.mm
 	*j = matJob{impl: impl, w: w.Data, ldw: ldw, rows: w.Rows, cols: w.Cols, n: n, dst: dst}
-	if impl.act == quant.F32 {
+	if n > 1 {
+		j.mm = impl.mm
+	}
+	switch {
+	case n > 1 && impl.mmWide != nil:
+		j.mm = impl.mmWide
+		p.convertWith(impl.wideAct, 4*w.Cols, x, n, w.Cols)
+	case impl.act == quant.F32:
 		j.x = unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 4*n*w.Cols)
 		j.ldx = 4 * w.Cols
-	} else {
+	default:
 		p.convert(impl.act, x, n, w.Cols)
 	}
 
@@ -87,7 +95,7 @@ func (p *Pool) MatMul(dst []float32, w *Matrix, x []float32, n int) {
 	step := max(16, w.Rows/(8*p.threads))
 	if n > 1 {
 		step = 64
-		if impl.mm != nil {
+		if j.mm != nil {
 			step = max(impl.mmRows, step/impl.mmRows*impl.mmRows)
 		}
 	}
@@ -95,7 +103,7 @@ func (p *Pool) MatMul(dst []float32, w *Matrix, x []float32, n int) {
 	p.job.chunks = (w.Rows + step - 1) / step
 	p.job.run = runMatMul
 	p.start()
-	j.w, j.x, j.dst, j.src = nil, nil, nil, nil
+	j.w, j.x, j.dst, j.src, j.mm = nil, nil, nil, nil, nil
 }
 
 // convert quantizes the n activation vectors into the pool's scratch.
@@ -104,13 +112,18 @@ func (p *Pool) convert(act quant.Type, x []float32, n, cols int) {
 	if err != nil {
 		panic("kernels: activations: " + err.Error())
 	}
-	ldx := int(rb)
-	if need := ldx * n; len(p.scratch) < need {
-		p.scratch = make([]byte, need+need/4)
-	}
 	conv := actQuantizers[act]
 	if conv == nil {
 		panic("kernels: no activation conversion to " + act.String())
+	}
+	p.convertWith(conv, int(rb), x, n, cols)
+}
+
+// convertWith converts the n activation vectors with conv into the pool's
+// scratch, ldx bytes per vector.
+func (p *Pool) convertWith(conv func(dst []byte, src []float32), ldx int, x []float32, n, cols int) {
+	if need := ldx * n; len(p.scratch) < need {
+		p.scratch = make([]byte, need+need/4)
 	}
 	j := &p.job.mm
 	j.x, j.ldx, j.src, j.conv = p.scratch[:ldx*n], ldx, x, conv
@@ -146,7 +159,7 @@ func runMatMul(p *Pool, c int) {
 		}
 		return
 	}
-	if mm := j.impl.mm; mm != nil {
+	if mm := j.mm; mm != nil {
 		tr, tc := j.impl.mmRows, j.impl.mmCols
 		for v := 0; v < j.n; v += tc {
 			nc := min(tc, j.n-v)

@@ -24,7 +24,7 @@ var kinds = []struct {
 	wdesc string
 	xdesc string
 }{
-	{"mmF16", true, true, "F16", "F16"},
+	{"mmF16x32", true, false, "F16", "F32"},
 	{"mmF32", false, false, "F32", "F32"},
 }
 

@@ -4,85 +4,85 @@
 
 package kernels
 
-// F16 weights by F16 activations, R x C tiles.
+// F16 weights by F32 activations, R x C tiles.
 
 //go:noescape
-func mmF16_1x1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_1x1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
 
 //go:noescape
-func mmF16_1x2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_1x2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
 
 //go:noescape
-func mmF16_1x3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_1x3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
 
 //go:noescape
-func mmF16_1x4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_1x4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
 
 //go:noescape
-func mmF16_1x5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_1x5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
 
 //go:noescape
-func mmF16_1x6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_1x6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
 
 //go:noescape
-func mmF16_2x1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_2x1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
 
 //go:noescape
-func mmF16_2x2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_2x2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
 
 //go:noescape
-func mmF16_2x3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_2x3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
 
 //go:noescape
-func mmF16_2x4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_2x4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
 
 //go:noescape
-func mmF16_2x5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_2x5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
 
 //go:noescape
-func mmF16_2x6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_2x6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
 
 //go:noescape
-func mmF16_3x1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_3x1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
 
 //go:noescape
-func mmF16_3x2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_3x2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
 
 //go:noescape
-func mmF16_3x3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_3x3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
 
 //go:noescape
-func mmF16_3x4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_3x4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
 
 //go:noescape
-func mmF16_3x5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_3x5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
 
 //go:noescape
-func mmF16_3x6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_3x6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
 
 //go:noescape
-func mmF16_4x1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_4x1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
 
 //go:noescape
-func mmF16_4x2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_4x2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
 
 //go:noescape
-func mmF16_4x3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_4x3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
 
 //go:noescape
-func mmF16_4x4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_4x4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
 
 //go:noescape
-func mmF16_4x5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_4x5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
 
 //go:noescape
-func mmF16_4x6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_4x6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
 
-var mmF16Tiles = [4][6]func(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int){
-	{mmF16_1x1, mmF16_1x2, mmF16_1x3, mmF16_1x4, mmF16_1x5, mmF16_1x6},
-	{mmF16_2x1, mmF16_2x2, mmF16_2x3, mmF16_2x4, mmF16_2x5, mmF16_2x6},
-	{mmF16_3x1, mmF16_3x2, mmF16_3x3, mmF16_3x4, mmF16_3x5, mmF16_3x6},
-	{mmF16_4x1, mmF16_4x2, mmF16_4x3, mmF16_4x4, mmF16_4x5, mmF16_4x6},
+var mmF16x32Tiles = [4][6]func(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int){
+	{mmF16x32_1x1, mmF16x32_1x2, mmF16x32_1x3, mmF16x32_1x4, mmF16x32_1x5, mmF16x32_1x6},
+	{mmF16x32_2x1, mmF16x32_2x2, mmF16x32_2x3, mmF16x32_2x4, mmF16x32_2x5, mmF16x32_2x6},
+	{mmF16x32_3x1, mmF16x32_3x2, mmF16x32_3x3, mmF16x32_3x4, mmF16x32_3x5, mmF16x32_3x6},
+	{mmF16x32_4x1, mmF16x32_4x2, mmF16x32_4x3, mmF16x32_4x4, mmF16x32_4x5, mmF16x32_4x6},
 }
 
 // F32 weights by F32 activations, R x C tiles.

@@ -33,6 +33,14 @@ type dotImpl struct {
 
 	mm             func(n int, w []byte, ldw int, x []byte, ldx int, dst []float32, ldd int, rows, cols int)
 	mmRows, mmCols int
+
+	// mmWide, when set, is the prefill tile instead of mm: it takes the
+	// activations as float32 (4 bytes per value) converted by wideAct, which
+	// rounds them to act's values, so results match dot's. Float weights
+	// use it: widening every activation once per call, not once per tile
+	// row, leaves their tiles bound by multiply-adds, not conversions.
+	mmWide  func(n int, w []byte, ldw int, x []byte, ldx int, dst []float32, ldd int, rows, cols int)
+	wideAct func(dst []byte, src []float32)
 }
 
 // generic holds the pure-Go reference implementation for each weight type;
