@@ -53,6 +53,9 @@ func parseInts(flagName, s string, min int) ([]int, error) {
 }
 
 func runBench(args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "serve" {
+		return runBenchServe(args[1:], stdout, stderr)
+	}
 	fs := newFlags("bench", "-m MODEL [-p 512] [-n 128] [-r 5] [-t THREADS] [--json]", stderr)
 	path := fs.String("m", "", "model file")
 	pFlag := fs.String("p", "512", "prompt lengths, comma-separated (0 = no prefill test)")

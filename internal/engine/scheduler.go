@@ -53,6 +53,9 @@ type Job struct {
 	// TopLogprobs asks for the sampled token's logprob (0) and the k most
 	// likely alternatives (k > 0); negative asks for none.
 	TopLogprobs int
+	// IgnoreEOG keeps generating through end-of-generation tokens (load
+	// generators use it to get outputs of a fixed length).
+	IgnoreEOG bool
 }
 
 // Token is one generated token as the scheduler emits it.
@@ -608,7 +611,7 @@ func (s *Scheduler) sampleInto(q *seq, row []float32, now time.Time) Finish {
 	}
 	id := j.Sampler.Sample(row)
 	j.Sampler.Accept(id)
-	if s.cfg.IsEOG != nil && s.cfg.IsEOG(id) {
+	if !j.IgnoreEOG && s.cfg.IsEOG != nil && s.cfg.IsEOG(id) {
 		return FinishStop
 	}
 	t := Token{ID: id, At: now}

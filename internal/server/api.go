@@ -92,6 +92,9 @@ type samplingRequest struct {
 	FrequencyPenalty    *float64 `json:"frequency_penalty"`
 	RepeatPenalty       *float64 `json:"repeat_penalty"`
 	N                   *int     `json:"n"`
+	// IgnoreEOS (llama-server and vLLM's extension) generates through
+	// end-of-generation tokens, for benchmarks with fixed output lengths.
+	IgnoreEOS bool `json:"ignore_eos"`
 }
 
 // chatRequest is the body of POST /v1/chat/completions.

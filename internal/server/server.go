@@ -267,6 +267,7 @@ type job struct {
 	usageChunk  bool
 	stops       []string
 	topLogprobs int // -1: no logprobs
+	ignoreEOS   bool
 	engine      engine.Job
 }
 
@@ -337,7 +338,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ids := b.Tok.Encode(text, true, true)
-	j := &job{chat: true, model: req.Model, prompt: ids, stream: req.Stream, stops: req.Stop, topLogprobs: top}
+	j := &job{chat: true, model: req.Model, prompt: ids, stream: req.Stream, stops: req.Stop, topLogprobs: top, ignoreEOS: req.IgnoreEOS}
 	j.usageChunk = req.StreamOptions != nil && req.StreamOptions.IncludeUsage
 	s.run(w, r, b, j, params, maxTok, start)
 }
@@ -397,7 +398,7 @@ func (s *Server) handleCompletion(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	j := &job{model: req.Model, prompt: ids, stream: req.Stream, stops: req.Stop, topLogprobs: top}
+	j := &job{model: req.Model, prompt: ids, stream: req.Stream, stops: req.Stop, topLogprobs: top, ignoreEOS: req.IgnoreEOS}
 	j.usageChunk = req.StreamOptions != nil && req.StreamOptions.IncludeUsage
 	s.run(w, r, b, j, params, maxTok, start)
 }
