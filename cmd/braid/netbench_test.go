@@ -15,7 +15,7 @@ func TestNetbenchLocal(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("%v: exit %d\n%s", args, code, errOut)
 		}
-		for _, want := range []string{"point to point", "lat p50", "busbw", "oneshot", "one-shot fastest up to"} {
+		for _, want := range []string{"point to point", "lat p50", "busbw", "oneshot", "best fit: one-shot up to"} {
 			if !strings.Contains(out, want) {
 				t.Fatalf("%v: no %q in\n%s", args, want, out)
 			}

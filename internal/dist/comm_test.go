@@ -368,3 +368,48 @@ func TestChunk(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkAllReduce measures each algorithm over loopback TCP (and in
+// process) at decode and prefill sizes; with BenchmarkAllReduce/tcp/3 the
+// crossover on this machine shows directly. Run with -benchtime=3x or more.
+func BenchmarkAllReduce(b *testing.B) {
+	for _, kind := range []string{"inproc", "tcp"} {
+		for _, n := range []int{2, 3} {
+			ts := group(b, kind, n, 30*time.Second)
+			comms := make([]*Comm, n)
+			for r := range n {
+				comms[r] = NewComm(ts[r])
+			}
+			for _, bytes := range []int{4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20} {
+				for _, algo := range Algos() {
+					b.Run(fmt.Sprintf("%s/%d/%dB/%s", kind, n, bytes, algo), func(b *testing.B) {
+						xs := inputs(n, bytes/4, 1)
+						b.SetBytes(int64(bytes))
+						var wg sync.WaitGroup
+						errs := make([]error, n)
+						for r := 1; r < n; r++ {
+							wg.Go(func() {
+								for range b.N {
+									if errs[r] = comms[r].AllReduce(xs[r], algo); errs[r] != nil {
+										return
+									}
+								}
+							})
+						}
+						for b.Loop() {
+							if err := comms[0].AllReduce(xs[0], algo); err != nil {
+								b.Fatal(err)
+							}
+						}
+						wg.Wait()
+						for r, err := range errs {
+							if err != nil {
+								b.Fatalf("rank %d: %v", r, err)
+							}
+						}
+					})
+				}
+			}
+		}
+	}
+}

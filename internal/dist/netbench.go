@@ -73,9 +73,11 @@ type NetbenchReport struct {
 	Stripes   int
 	Pairs     []PairResult
 	Sweep     []SweepResult
-	// OneShotMax is the largest measured size at which one-shot was the
-	// fastest algorithm: a measured value for Comm.OneShotMax.
+	// OneShotMax is the one-shot threshold that fits the sweep best: a
+	// fastest algorithm: a measured value for Comm.OneShotMax, and Large
+	// the algorithm to use above it (see crossover).
 	OneShotMax int
+	Large      Algo
 }
 
 // Netbench measures the ranks of c: per pair latency and bandwidth, then an
@@ -211,39 +213,60 @@ func Netbench(ctx context.Context, c *Comm, cfg NetbenchConfig) (*NetbenchReport
 			}
 		}
 	}
-	rep.OneShotMax = crossover(rep.Sweep)
+	rep.OneShotMax, rep.Large = crossover(rep.Sweep)
 	if me != 0 {
 		return nil, nil
 	}
 	return rep, nil
 }
 
-// crossover returns the largest size at which one-shot was at least as fast
-// as every other algorithm measured at that size and every smaller size.
-func crossover(sweep []SweepResult) int {
-	best := 0
-	sizes := map[int]map[Algo]time.Duration{}
-	var order []int
+// crossover picks the one-shot threshold from a sweep: the size T (one-shot
+// up to T, the best other algorithm above) that minimizes the summed
+// slowdown against the fastest algorithm at each size. Summing over all
+// sizes keeps one noisy point (a shared machine) from moving the threshold.
+func crossover(sweep []SweepResult) (oneShotMax int, large Algo) {
+	times := map[int]map[Algo]time.Duration{}
+	var sizes []int
 	for _, s := range sweep {
-		if sizes[s.Bytes] == nil {
-			sizes[s.Bytes] = map[Algo]time.Duration{}
-			order = append(order, s.Bytes)
+		if times[s.Bytes] == nil {
+			times[s.Bytes] = map[Algo]time.Duration{}
+			sizes = append(sizes, s.Bytes)
 		}
-		sizes[s.Bytes][s.Algo] = s.Time
+		times[s.Bytes][s.Algo] = s.Time
 	}
-	for _, b := range order {
-		one, ok := sizes[b][OneShot]
+	slices.Sort(sizes)
+	rel := func(b int, a Algo) float64 {
+		t, ok := times[b][a]
 		if !ok {
-			return best
+			return math.Inf(1)
 		}
-		for a, t := range sizes[b] {
-			if a != OneShot && t < one {
-				return best
+		best := t
+		for _, u := range times[b] {
+			best = min(best, u)
+		}
+		return float64(t) / float64(best)
+	}
+	bestCost := math.Inf(1)
+	large = TwoShot
+	for _, l := range []Algo{TwoShot, Ring} {
+		for i := -1; i < len(sizes); i++ { // one-shot for sizes[:i+1]
+			cost := 0.0
+			for j, b := range sizes {
+				if j <= i {
+					cost += rel(b, OneShot)
+				} else {
+					cost += rel(b, l)
+				}
+			}
+			if cost < bestCost {
+				bestCost, large, oneShotMax = cost, l, 0
+				if i >= 0 {
+					oneShotMax = sizes[i]
+				}
 			}
 		}
-		best = b
 	}
-	return best
+	return oneShotMax, large
 }
 
 // Barrier returns when every rank has called it (a one-float all-reduce).
@@ -299,7 +322,7 @@ func (r *NetbenchReport) WriteTable(w io.Writer) {
 		for _, s := range r.Sweep {
 			fmt.Fprintf(w, "%12d %-8s %6d %12s %12.3f %12.3f\n", s.Bytes, s.Algo, s.Iters, fmtDur(s.Time), s.AlgBW, s.BusBW)
 		}
-		fmt.Fprintf(w, "\none-shot fastest up to %d bytes (measured value for the one-shot threshold)\n", r.OneShotMax)
+		fmt.Fprintf(w, "\nbest fit: one-shot up to %d bytes, %s above (Comm.OneShotMax, Comm.Large)\n", r.OneShotMax, r.Large)
 	}
 }
 
@@ -338,7 +361,8 @@ func (r *NetbenchReport) JSON() ([]byte, error) {
 		Pairs      []pair  `json:"pairs"`
 		Sweep      []sweep `json:"allreduce"`
 		OneShotMax int     `json:"oneshot_max_bytes"`
-	}{Transport: r.Transport, Ranks: r.Ranks, Stripes: r.Stripes, OneShotMax: r.OneShotMax}
+		Large      string  `json:"large_algo"`
+	}{Transport: r.Transport, Ranks: r.Ranks, Stripes: r.Stripes, OneShotMax: r.OneShotMax, Large: r.Large.String()}
 	for _, p := range r.Pairs {
 		out.Pairs = append(out.Pairs, pair{p.A, p.B, p.Addr, int64(p.P50), int64(p.P99), p.BWBytes, p.GBps})
 	}

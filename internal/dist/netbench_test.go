@@ -61,8 +61,12 @@ func TestCrossover(t *testing.T) {
 	mk := func(b int, a Algo, us int) SweepResult {
 		return SweepResult{Bytes: b, Algo: a, Time: time.Duration(us) * time.Microsecond}
 	}
-	sw := []SweepResult{mk(1, OneShot, 1), mk(1, Ring, 5), mk(2, OneShot, 2), mk(2, Ring, 3), mk(4, OneShot, 9), mk(4, Ring, 4), mk(8, OneShot, 1), mk(8, Ring, 9)}
-	if got := crossover(sw); got != 2 {
-		t.Fatalf("crossover %d, want 2 (the first loss ends one-shot's range)", got)
+	// One-shot wins small sizes; a noisy point at 4 (ring) and at 16
+	// (one-shot) must not move the threshold; above 8 ring wins.
+	sw := []SweepResult{mk(1, OneShot, 1), mk(1, Ring, 5), mk(2, OneShot, 2), mk(2, Ring, 3), mk(4, OneShot, 5), mk(4, Ring, 4),
+		mk(8, OneShot, 6), mk(8, Ring, 9), mk(16, OneShot, 20), mk(16, Ring, 40), mk(32, OneShot, 90), mk(32, Ring, 30),
+		mk(64, OneShot, 200), mk(64, Ring, 60), mk(128, OneShot, 400), mk(128, Ring, 120)}
+	if got, large := crossover(sw); got != 16 || large != Ring {
+		t.Fatalf("crossover %d %s, want 16 ring", got, large)
 	}
 }
