@@ -46,11 +46,11 @@ func main() {
 		for r := 1; r <= maxR; r++ {
 			for c := 1; c <= maxC; c++ {
 				name := fmt.Sprintf("%s_%dx%d", k.name, r, c)
-				fmt.Fprintf(&g, "\n//go:noescape\nfunc %s(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)\n", name)
+				fmt.Fprintf(&g, "\n//go:noescape\nfunc %s(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)\n", name)
 				tile(p, name, k.w16, k.x16, r, c)
 			}
 		}
-		fmt.Fprintf(&g, "\nvar %sTiles = [%d][%d]func(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int){\n", k.name, maxR, maxC)
+		fmt.Fprintf(&g, "\nvar %sTiles = [%d][%d]func(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int){\n", k.name, maxR, maxC)
 		for r := 1; r <= maxR; r++ {
 			fmt.Fprint(&g, "\t{")
 			for c := 1; c <= maxC; c++ {
@@ -81,8 +81,8 @@ var colAddr = []string{"(DI)", "(DI)(R10*1)", "(DI)(R10*2)", "(DI)(R11*1)", "(DI
 
 func tile(p func(string, ...any), name string, w16, x16 bool, R, C int) {
 	acc := func(r, c int) int { return r*C + c } // Z0..Z23
-	p("// func %s(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)", name)
-	p("TEXT ·%s(SB), NOSPLIT, $0-56", name)
+	p("// func %s(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)", name)
+	p("TEXT ·%s(SB), NOSPLIT, $0-64", name)
 	p("\tMOVQ w+0(FP), SI")
 	p("\tMOVQ ldw+8(FP), R8")
 	p("\tMOVQ x+16(FP), DI")
@@ -158,22 +158,54 @@ func tile(p func(string, ...any), name string, w16, x16 bool, R, C int) {
 		}
 	}
 	p("")
+	// Results: dst[c*ldd+r] = sum (+ dst[c*ldd+r] when acc != 0, through
+	// a load masked by K2 = acc ? all : none).
 	p("%s_sum:", name)
 	p("\tMOVQ dst+32(FP), BX")
 	p("\tMOVQ ldd+40(FP), R13")
 	p("\tSHLQ $2, R13")
+	p("\tMOVQ acc+56(FP), AX")
+	p("\tNEGQ AX")
+	p("\tKMOVW AX, K2")
 	for c := 0; c < C; c++ {
-		for r := 0; r < R; r++ {
-			a := acc(r, c)
-			p("\tVEXTRACTF64X4 $1, Z%d, Y30", a)
-			p("\tVADDPS Y30, Y%d, Y%d", a, a)
-			p("\tVEXTRACTF32X4 $1, Y%d, X30", a)
-			p("\tVADDPS X30, X%d, X%d", a, a)
-			p("\tVPERMILPS $0x4e, X%d, X30", a)
-			p("\tVADDPS X30, X%d, X%d", a, a)
-			p("\tVPERMILPS $0xb1, X%d, X30", a)
-			p("\tVADDSS X30, X%d, X%d", a, a)
-			p("\tVMOVSS X%d, %d(BX)", a, 4*r)
+		if R == 4 {
+			// Four rows of one column at once: fold each accumulator to 128
+			// bits, then a 4x4 transpose-and-add leaves the four sums in
+			// one register, stored with one move.
+			a := [4]int{acc(0, c), acc(1, c), acc(2, c), acc(3, c)}
+			for _, r := range a {
+				p("\tVEXTRACTF64X4 $1, Z%d, Y30", r)
+				p("\tVADDPS Y30, Y%d, Y%d", r, r)
+				p("\tVEXTRACTF32X4 $1, Y%d, X30", r)
+				p("\tVADDPS X30, X%d, X%d", r, r)
+			}
+			p("\tVUNPCKLPS X%d, X%d, X30", a[1], a[0])
+			p("\tVUNPCKHPS X%d, X%d, X31", a[1], a[0])
+			p("\tVADDPS X31, X30, X30") // rows 0,1
+			p("\tVUNPCKLPS X%d, X%d, X31", a[3], a[2])
+			p("\tVUNPCKHPS X%d, X%d, X%d", a[3], a[2], a[2])
+			p("\tVADDPS X31, X%d, X%d", a[2], a[2]) // rows 2,3
+			p("\tVUNPCKLPD X%d, X30, X31", a[2])
+			p("\tVUNPCKHPD X%d, X30, X30", a[2])
+			p("\tVADDPS X31, X30, X30")
+			p("\tVMOVUPS.Z (BX), K2, X31")
+			p("\tVADDPS X31, X30, X30")
+			p("\tVMOVUPS X30, (BX)")
+		} else {
+			for r := 0; r < R; r++ {
+				a := acc(r, c)
+				p("\tVEXTRACTF64X4 $1, Z%d, Y30", a)
+				p("\tVADDPS Y30, Y%d, Y%d", a, a)
+				p("\tVEXTRACTF32X4 $1, Y%d, X30", a)
+				p("\tVADDPS X30, X%d, X%d", a, a)
+				p("\tVPERMILPS $0x4e, X%d, X30", a)
+				p("\tVADDPS X30, X%d, X%d", a, a)
+				p("\tVPERMILPS $0xb1, X%d, X30", a)
+				p("\tVADDSS X30, X%d, X%d", a, a)
+				p("\tVMOVSS.Z %d(BX), K2, X31", 4*r)
+				p("\tVADDSS X31, X%d, X%d", a, a)
+				p("\tVMOVSS X%d, %d(BX)", a, 4*r)
+			}
 		}
 		if c < C-1 {
 			p("\tADDQ R13, BX")

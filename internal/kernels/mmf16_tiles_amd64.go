@@ -7,78 +7,78 @@ package kernels
 // F16 weights by F32 activations, R x C tiles.
 
 //go:noescape
-func mmF16x32_1x1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_1x1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF16x32_1x2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_1x2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF16x32_1x3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_1x3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF16x32_1x4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_1x4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF16x32_1x5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_1x5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF16x32_1x6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_1x6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF16x32_2x1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_2x1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF16x32_2x2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_2x2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF16x32_2x3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_2x3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF16x32_2x4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_2x4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF16x32_2x5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_2x5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF16x32_2x6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_2x6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF16x32_3x1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_3x1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF16x32_3x2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_3x2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF16x32_3x3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_3x3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF16x32_3x4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_3x4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF16x32_3x5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_3x5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF16x32_3x6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_3x6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF16x32_4x1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_4x1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF16x32_4x2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_4x2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF16x32_4x3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_4x3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF16x32_4x4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_4x4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF16x32_4x5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_4x5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF16x32_4x6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF16x32_4x6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
-var mmF16x32Tiles = [4][6]func(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int){
+var mmF16x32Tiles = [4][6]func(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int){
 	{mmF16x32_1x1, mmF16x32_1x2, mmF16x32_1x3, mmF16x32_1x4, mmF16x32_1x5, mmF16x32_1x6},
 	{mmF16x32_2x1, mmF16x32_2x2, mmF16x32_2x3, mmF16x32_2x4, mmF16x32_2x5, mmF16x32_2x6},
 	{mmF16x32_3x1, mmF16x32_3x2, mmF16x32_3x3, mmF16x32_3x4, mmF16x32_3x5, mmF16x32_3x6},
@@ -88,78 +88,78 @@ var mmF16x32Tiles = [4][6]func(w *byte, ldw int, x *byte, ldx int, dst *float32,
 // F32 weights by F32 activations, R x C tiles.
 
 //go:noescape
-func mmF32_1x1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF32_1x1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF32_1x2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF32_1x2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF32_1x3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF32_1x3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF32_1x4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF32_1x4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF32_1x5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF32_1x5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF32_1x6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF32_1x6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF32_2x1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF32_2x1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF32_2x2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF32_2x2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF32_2x3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF32_2x3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF32_2x4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF32_2x4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF32_2x5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF32_2x5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF32_2x6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF32_2x6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF32_3x1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF32_3x1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF32_3x2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF32_3x2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF32_3x3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF32_3x3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF32_3x4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF32_3x4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF32_3x5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF32_3x5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF32_3x6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF32_3x6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF32_4x1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF32_4x1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF32_4x2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF32_4x2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF32_4x3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF32_4x3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF32_4x4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF32_4x4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF32_4x5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF32_4x5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
 //go:noescape
-func mmF32_4x6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int)
+func mmF32_4x6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
 
-var mmF32Tiles = [4][6]func(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int){
+var mmF32Tiles = [4][6]func(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int){
 	{mmF32_1x1, mmF32_1x2, mmF32_1x3, mmF32_1x4, mmF32_1x5, mmF32_1x6},
 	{mmF32_2x1, mmF32_2x2, mmF32_2x3, mmF32_2x4, mmF32_2x5, mmF32_2x6},
 	{mmF32_3x1, mmF32_3x2, mmF32_3x3, mmF32_3x4, mmF32_3x5, mmF32_3x6},
