@@ -57,9 +57,12 @@ func ParseAlgo(s string) (Algo, error) {
 func Algos() []Algo { return []Algo{OneShot, TwoShot, Ring} }
 
 // DefaultOneShotMax is the all-reduce size in bytes up to which Auto uses
-// one-shot; measured with BenchmarkCrossover and `braid netbench` on
-// loopback (docs/PERFORMANCE.md, "Fabric").
-const DefaultOneShotMax = 256 << 10
+// one-shot: the best fit of `braid netbench --local 3` (and of
+// BenchmarkAllReduce) on loopback TCP on the 2-core development machine,
+// where two-shot wins from 64 KiB (docs/PERFORMANCE.md, "Fabric"). A real
+// fabric has more latency per hop, which favours one-shot for longer: run
+// netbench there and set Comm.OneShotMax from its best fit.
+const DefaultOneShotMax = 32 << 10
 
 // Comm is the collectives of one rank over a Transport; it satisfies the
 // model's Comm interface. One goroutine uses a Comm at a time, and every rank
