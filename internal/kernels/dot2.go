@@ -31,3 +31,10 @@ func roundF16(dst []byte, src []float32) {
 		binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(quant.F16ToF32(quant.F32ToF16(v))))
 	}
 }
+
+// roundBF16 is the wideAct of BF16 kernels, as roundF16 is for F16.
+func roundBF16(dst []byte, src []float32) {
+	for i, v := range src {
+		binary.LittleEndian.PutUint32(dst[4*i:], uint32(quant.F32ToBF16(v))<<16)
+	}
+}

@@ -24,9 +24,21 @@ const (
 // by activations rounded to F16 (as decode's dot sees them) and widened to
 // float32 by roundF16Fast. It is registered with mmRows = 64 and an
 // unbounded mmCols, so MatMul hands it a whole chunk of rows with every
-// column, and it orders the tiles itself: k-blocks outermost, then column
-// tiles, then row tiles.
+// column, and it orders the tiles itself (mmPanel).
 func mmF16Wide(k int, w []byte, ldw int, x []byte, ldx int, dst []float32, ldd int, rows, cols int) {
+	mmPanel(&mmF16x32Tiles, k, w, ldw, x, ldx, dst, ldd, rows, cols)
+}
+
+// mmBF16Wide is mmF16Wide for BF16 weights (activations rounded to BF16).
+func mmBF16Wide(k int, w []byte, ldw int, x []byte, ldx int, dst []float32, ldd int, rows, cols int) {
+	mmPanel(&mmBF16x32Tiles, k, w, ldw, x, ldx, dst, ldd, rows, cols)
+}
+
+// mmPanel computes rows x cols results of 16-bit weights by float32
+// activations with the tiles: k-blocks outermost, then column tiles, then
+// row tiles, so one tile's activations stay in L1 for all row tiles.
+func mmPanel(tiles *[tileRows][tileCols]func(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int),
+	k int, w []byte, ldw int, x []byte, ldx int, dst []float32, ldd int, rows, cols int) {
 	for k0 := 0; k0 < k; k0 += f16KBlock {
 		kb, acc := min(f16KBlock, k-k0), 0
 		if k0 > 0 {
@@ -36,7 +48,7 @@ func mmF16Wide(k int, w []byte, ldw int, x []byte, ldx int, dst []float32, ldd i
 			nc := min(tileCols, cols-v)
 			for r := 0; r < rows; r += tileRows {
 				nr := min(tileRows, rows-r)
-				mmF16x32Tiles[nr-1][nc-1](&w[r*ldw+2*k0], ldw, &x[v*ldx+4*k0], ldx, &dst[v*ldd+r], ldd, kb, acc)
+				tiles[nr-1][nc-1](&w[r*ldw+2*k0], ldw, &x[v*ldx+4*k0], ldx, &dst[v*ldd+r], ldd, kb, acc)
 			}
 		}
 	}

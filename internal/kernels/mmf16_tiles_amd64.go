@@ -85,6 +85,87 @@ var mmF16x32Tiles = [4][6]func(w *byte, ldw int, x *byte, ldx int, dst *float32,
 	{mmF16x32_4x1, mmF16x32_4x2, mmF16x32_4x3, mmF16x32_4x4, mmF16x32_4x5, mmF16x32_4x6},
 }
 
+// BF16 weights by F32 activations, R x C tiles.
+
+//go:noescape
+func mmBF16x32_1x1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
+
+//go:noescape
+func mmBF16x32_1x2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
+
+//go:noescape
+func mmBF16x32_1x3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
+
+//go:noescape
+func mmBF16x32_1x4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
+
+//go:noescape
+func mmBF16x32_1x5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
+
+//go:noescape
+func mmBF16x32_1x6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
+
+//go:noescape
+func mmBF16x32_2x1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
+
+//go:noescape
+func mmBF16x32_2x2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
+
+//go:noescape
+func mmBF16x32_2x3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
+
+//go:noescape
+func mmBF16x32_2x4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
+
+//go:noescape
+func mmBF16x32_2x5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
+
+//go:noescape
+func mmBF16x32_2x6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
+
+//go:noescape
+func mmBF16x32_3x1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
+
+//go:noescape
+func mmBF16x32_3x2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
+
+//go:noescape
+func mmBF16x32_3x3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
+
+//go:noescape
+func mmBF16x32_3x4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
+
+//go:noescape
+func mmBF16x32_3x5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
+
+//go:noescape
+func mmBF16x32_3x6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
+
+//go:noescape
+func mmBF16x32_4x1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
+
+//go:noescape
+func mmBF16x32_4x2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
+
+//go:noescape
+func mmBF16x32_4x3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
+
+//go:noescape
+func mmBF16x32_4x4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
+
+//go:noescape
+func mmBF16x32_4x5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
+
+//go:noescape
+func mmBF16x32_4x6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int)
+
+var mmBF16x32Tiles = [4][6]func(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int){
+	{mmBF16x32_1x1, mmBF16x32_1x2, mmBF16x32_1x3, mmBF16x32_1x4, mmBF16x32_1x5, mmBF16x32_1x6},
+	{mmBF16x32_2x1, mmBF16x32_2x2, mmBF16x32_2x3, mmBF16x32_2x4, mmBF16x32_2x5, mmBF16x32_2x6},
+	{mmBF16x32_3x1, mmBF16x32_3x2, mmBF16x32_3x3, mmBF16x32_3x4, mmBF16x32_3x5, mmBF16x32_3x6},
+	{mmBF16x32_4x1, mmBF16x32_4x2, mmBF16x32_4x3, mmBF16x32_4x4, mmBF16x32_4x5, mmBF16x32_4x6},
+}
+
 // F32 weights by F32 activations, R x C tiles.
 
 //go:noescape
