@@ -86,9 +86,10 @@ type Comm struct {
 	sendSeq, recvSeq []uint32
 	err              error
 
-	parts   [][]float32 // per-rank partials during a sum, reused
-	scratch []float32
-	gather  [][]byte
+	parts     [][]float32 // per-rank partials during a sum, reused
+	scratch   []float32
+	unaligned [][]float32 // per peer: a copy of a payload that was not 4-byte aligned
+	gather    [][]byte
 
 	stats [algoEnd]algoCounters
 }
@@ -100,7 +101,7 @@ func NewComm(t Transport) *Comm {
 	n := t.Size()
 	return &Comm{t: t, rank: t.Rank(), size: n, OneShotMax: DefaultOneShotMax, Large: TwoShot,
 		sendSeq: make([]uint32, n), recvSeq: make([]uint32, n),
-		parts: make([][]float32, n), gather: make([][]byte, n)}
+		parts: make([][]float32, n), gather: make([][]byte, n), unaligned: make([][]float32, n)}
 }
 
 // Rank is this rank's index.
@@ -150,10 +151,10 @@ func (c *Comm) recvFloats(peer int, op wire.Op, n int) ([]float32, error) {
 	if len(b) != 4*n {
 		return nil, fmt.Errorf("dist: rank %d sent %d bytes for %s, rank %d expected %d (the ranks disagree on the tensor's size)", peer, len(b), tag, c.rank, 4*n)
 	}
-	if !aligned(b) { // never for frame buffers; kept so a future transport cannot misread
-		c.scratch = growF(c.scratch, n)
-		copy(bytesOf(c.scratch), b)
-		return c.scratch, nil
+	if !aligned(b) { // never for frame buffers (see grow); kept so a future transport cannot misread
+		c.unaligned[peer] = growF(c.unaligned[peer], n)
+		copy(bytesOf(c.unaligned[peer]), b)
+		return c.unaligned[peer], nil
 	}
 	return floatsOf(b), nil
 }

@@ -9,6 +9,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
+
+	"braid/internal/dist/wire"
 )
 
 // group builds n connected ranks of the given kind ("inproc" or "tcp").
@@ -413,4 +416,52 @@ func BenchmarkAllReduce(b *testing.B) {
 			}
 		}
 	}
+}
+
+func TestGrowAligned(t *testing.T) {
+	for n := 1; n < 100; n++ {
+		if b := grow(nil, n); len(b) != n || !aligned(b) || uintptr(unsafe.Pointer(&b[0]))%8 != 0 {
+			t.Fatalf("grow(nil, %d): len %d, aligned %v", n, len(b), aligned(b))
+		}
+	}
+}
+
+// TestUnalignedPayloads: a transport handing out payloads at odd addresses
+// still gives correct, bit-identical sums (each peer's copy is its own).
+func TestUnalignedPayloads(t *testing.T) {
+	rs, err := NewInProc(3, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	comms := make([]*Comm, 3)
+	for r := range 3 {
+		comms[r] = NewComm(oddTransport{rs[r]})
+	}
+	xs := inputs(3, 7, 5)
+	want := rankOrder(xs)
+	noErrors(t, onAll(3, func(r int) error { return comms[r].AllReduce(xs[r], OneShot) }))
+	for r := range 3 {
+		for i := range want {
+			if math.Float32bits(xs[r][i]) != math.Float32bits(want[i]) {
+				t.Fatalf("rank %d [%d] = %v, want %v", r, i, xs[r][i], want[i])
+			}
+		}
+	}
+}
+
+// oddTransport returns every payload at an address that is 1 mod 4.
+type oddTransport struct{ *InProc }
+
+func (o oddTransport) Recv(peer int, tag wire.Tag) ([]byte, error) {
+	b, err := o.InProc.Recv(peer, tag)
+	if err != nil {
+		return nil, err
+	}
+	odd := make([]byte, len(b)+8)
+	off := 0
+	for uintptr(unsafe.Pointer(&odd[off]))%4 != 1 {
+		off++
+	}
+	copy(odd[off:], b)
+	return odd[off : off+len(b)], nil
 }

@@ -234,11 +234,16 @@ func (q *queue) take(timeout time.Duration) (*frame, error) {
 }
 
 // grow returns b resliced to n bytes, reallocating only when too small.
+// New storage is 8-byte aligned (allocated as uint64s), so that a received
+// payload can be read as float32s in place: a plain make([]byte) of odd
+// size may come from the tiny allocator at any byte offset.
 func grow(b []byte, n int) []byte {
-	if cap(b) < n {
-		return make([]byte, n, n+n/8)
+	if cap(b) >= n {
+		return b[:n]
 	}
-	return b[:n]
+	c := n + n/8
+	words := make([]uint64, (c+7)/8)
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), len(words)*8)[:n]
 }
 
 // checkTag compares a received tag with the expected one.
