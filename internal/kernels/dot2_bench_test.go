@@ -9,17 +9,17 @@ import (
 )
 
 // BenchmarkPrefill is the matrix-matrix product (512 activation vectors) of
-// the formats BenchmarkMatMul covers for decode only, and of F16 at
-// llama.cpp's test-backend-ops perf shape m=4096, k=14336 (4096 rows of
-// 14336 values), so the two can be compared in one run.
+// the formats BenchmarkMatMul covers for decode only, at llama.cpp's
+// test-backend-ops perf shape m=4096, k=14336 (4096 rows of 14336 values),
+// so the two can be compared in one run; F16 and F32 also at 4096x4096.
 func BenchmarkPrefill(b *testing.B) {
 	p := NewPool(benchThreads())
 	defer p.Close()
-	shapes := map[quant.Type][][2]int{quant.F16: {{4096, 4096}, {4096, 14336}}, quant.F32: {{4096, 4096}}}
+	shapes := map[quant.Type][][2]int{quant.F16: {{4096, 4096}, {4096, 14336}}, quant.F32: {{4096, 4096}, {4096, 14336}}}
 	for _, typ := range myTypes {
 		ss := shapes[typ]
 		if ss == nil {
-			ss = [][2]int{{4096, 4096}}
+			ss = [][2]int{{4096, 14336}}
 		}
 		for _, s := range ss {
 			const n = 512
