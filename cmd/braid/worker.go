@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"braid/internal/cluster"
+	"braid/internal/dist"
+)
+
+func init() {
+	register("worker", "serve a coordinator: hold a shard of a model and run its steps", runWorker)
+}
+
+func runWorker(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("worker", "--listen HOST:PORT [--secret-file F] [-t THREADS] [--mem-limit BYTES] [--models-dir DIR]", stderr)
+	listen := fs.String("listen", "", "control address coordinators connect to, e.g. :7000 (port 0 picks one; the address is printed)")
+	dataListen := fs.String("data-listen", "", "data-plane address the other ranks connect to (default: the --listen host, a free port)")
+	secretFile := fs.String("secret-file", "", "file holding the cluster's shared secret (default: $BRAID_SECRET; none = loopback peers only)")
+	threads := fs.Int("t", defaultThreads(), "threads")
+	memLimit := fs.String("mem-limit", "", "most memory to offer for a shard, e.g. 24G (default: what the node has usable)")
+	modelsDir := fs.String("models-dir", "", "directory searched for a model by file name when it is not at the coordinator's path")
+	timeout := fs.Duration("timeout", dist.DefaultTimeout, "bound on every network wait")
+	if _, err := parseInterspersed(fs, args); err != nil {
+		return err
+	}
+	if *listen == "" {
+		return usagef("--listen HOST:PORT is required")
+	}
+	if *threads < 1 {
+		return usagef("-t %d: need at least one thread", *threads)
+	}
+	var mem int64
+	if *memLimit != "" {
+		v, err := parseBytes(*memLimit)
+		if err != nil {
+			return usagef("--mem-limit: %v", err)
+		}
+		mem = v
+	}
+	secret, err := dist.LoadSecret(*secretFile)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", *listen, err)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	w, err := cluster.NewWorker(cluster.WorkerConfig{Secret: secret, Threads: *threads, MemLimit: mem, ModelsDir: *modelsDir,
+		DataListen: *dataListen, Timeout: *timeout, Logger: log}, ln.Addr())
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	// The first line says where the worker listens (tests and scripts that
+	// pass port 0 read it).
+	fmt.Fprintf(stdout, "braid worker listening on %s (data %s)\n", ln.Addr(), w.DataAddr())
+	if f, ok := stdout.(*os.File); ok {
+		f.Sync()
+	}
+	if secret == nil {
+		log.Warn("worker: no shared secret (--secret-file or BRAID_SECRET): accepting loopback connections only")
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	start := time.Now()
+	err = w.Serve(ctx, ln)
+	log.Info("worker: stopped", "uptime", time.Since(start).Round(time.Second))
+	return err
+}

@@ -1,0 +1,830 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"braid/internal/dist"
+	"braid/internal/dist/wire"
+	"braid/internal/engine"
+	"braid/internal/gguf"
+	"braid/internal/kernels"
+	"braid/internal/kvcache"
+	"braid/internal/model"
+	"braid/internal/plan"
+	"braid/internal/sysinfo"
+)
+
+// Node is one worker as the coordinator knows it.
+type Node struct {
+	// Addr is the worker's control address (braid worker --listen), as the
+	// coordinator reaches it.
+	Addr string
+	// Model is the model's path on that node; empty means the
+	// coordinator's (absolute) path, then --models-dir there.
+	Model string
+}
+
+// Config says how to form a cluster. Ranks are in the order given: rank 0
+// is this process, rank i the worker Nodes[i-1]; TensorSplit is indexed by
+// the same ranks, and nothing is reordered.
+type Config struct {
+	Model string // the GGUF on this node
+	Nodes []Node
+	// Links[[2]int{i, j}] (i < j) is the host, or host:port, at which rank
+	// i reaches rank j's data plane; unset pairs use the host of rank j's
+	// control address and the data port it reports.
+	Links map[[2]int]string
+	// Split is --split: tensor, layer or tensor=T,layer=L.
+	Split       string
+	TensorSplit []float64
+	Secret      []byte
+	// Threads (rank 0's kernels), MaxBatch (tokens per internal step, on
+	// every rank), Ctx and Parallel (the KV cache holds Parallel sequences
+	// of Ctx positions), KVF32: as for a single node.
+	Threads, MaxBatch, Ctx, Parallel int
+	KVF32                            bool
+	// Timeout bounds every network wait (dist.DefaultTimeout when 0);
+	// ConnectTimeout bounds reaching the workers (10 s when 0).
+	Timeout, ConnectTimeout time.Duration
+	Stripes                 int
+	// Build overrides the build digest (tests of the mismatch refusal).
+	Build    string
+	Logger   *slog.Logger
+	Progress io.Writer // load progress lines; nil = none
+	// HashCacheDir holds the model hash cache (default: the user's cache
+	// directory).
+	HashCacheDir string
+}
+
+// worker is the coordinator's side of one worker.
+type worker struct {
+	rank int
+	node Node
+	sess *dist.TCP
+	info infoMsg
+	req  uint64 // request number on the session
+
+	stepReqs, stepResps atomic.Uint64
+	res                 result
+}
+
+// Cluster is the coordinator: rank 0 of a plan, holding its own shard, and
+// an engine.Backend over all ranks. It forms the cluster at Open and again,
+// by itself, at the first step after a failure (a worker that died, hung or
+// lost its link): the workers reconnect and reload from their local copies,
+// and every rank starts with an empty KV cache.
+type Cluster struct {
+	cfg    Config
+	log    *slog.Logger
+	file   *gguf.Model
+	pool   *kernels.Pool
+	sha    string
+	size   int64
+	path   string
+	plan   *plan.Plan
+	mode   plan.Mode
+	local  *rank
+	posns  int
+	vocab  int
+	maxVoc int // widest vocabulary slice of a last-stage rank
+
+	workers []*worker // index rank-1
+	mesh    *dist.TCP
+	formed  bool
+	broken  error // why the last step failed; cleared by a re-form
+
+	stepNo  uint64
+	ops     []kvOp
+	buf     []byte
+	merged  []model.Candidate
+	lists   [][]model.Candidate
+	closed  bool
+	reforms atomic.Uint64
+}
+
+var _ engine.Backend = (*Cluster)(nil)
+
+// Open plans the model over the ranks with the workers' reported facts,
+// refuses a plan that does not fit (numbers per rank) before anything is
+// loaded, then loads every shard and forms the data-plane mesh.
+func Open(ctx context.Context, cfg Config) (*Cluster, error) {
+	if len(cfg.Nodes) == 0 {
+		return nil, errors.New("cluster: no workers")
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = dist.DefaultTimeout
+	}
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = 10 * time.Second
+	}
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 512
+	}
+	if cfg.Threads <= 0 {
+		cfg.Threads = 1
+	}
+	cfg.Parallel = max(cfg.Parallel, 1)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Build == "" {
+		cfg.Build = dist.BuildDigest()
+	}
+	if cfg.Split == "" {
+		cfg.Split = "layer"
+	}
+	world := len(cfg.Nodes) + 1
+	mode, err := plan.ParseMode(cfg.Split, world)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.TensorSplit != nil && len(cfg.TensorSplit) != world {
+		return nil, fmt.Errorf("cluster: --tensor-split has %d weights for %d ranks (this node and %d workers)", len(cfg.TensorSplit), world, len(cfg.Nodes))
+	}
+	abs, err := filepath.Abs(cfg.Model)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{cfg: cfg, log: cfg.Logger, mode: mode, path: abs}
+	for i, n := range cfg.Nodes {
+		if n.Addr == "" {
+			return nil, fmt.Errorf("cluster: worker %d (rank %d) has no address", i, i+1)
+		}
+		c.workers = append(c.workers, &worker{rank: i + 1, node: n})
+	}
+	c.progress("hashing %s", abs)
+	if c.sha, c.size, err = newHashCache(cfg.HashCacheDir).SHA256(abs); err != nil {
+		return nil, fmt.Errorf("cluster: model identity: %w", err)
+	}
+	if c.file, err = gguf.Open(abs); err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			c.Close()
+		}
+	}()
+	mc, err := model.ReadConfig(c.file)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Ctx <= 0 {
+		c.cfg.Ctx = min(mc.Context, 4096)
+	}
+	c.posns = c.cfg.Ctx * c.cfg.Parallel
+	if err := c.dialAll(ctx); err != nil {
+		return nil, err
+	}
+	ranks := []plan.Rank{{Name: "local"}}
+	if mem, err := sysinfo.ReadMemory(); err == nil && mem.Usable() > 0 && mem.Usable() <= math.MaxInt64 {
+		ranks[0].Mem = int64(mem.Usable())
+	}
+	for _, w := range c.workers {
+		ranks = append(ranks, plan.Rank{Name: w.node.Addr, Mem: w.info.Mem})
+	}
+	p, err := plan.Make(c.file, plan.Request{Ranks: ranks, Mode: mode, Weights: cfg.TensorSplit, Ctx: c.cfg.Ctx,
+		Parallel: c.cfg.Parallel, MaxBatch: cfg.MaxBatch, Threads: cfg.Threads, KVF32: cfg.KVF32})
+	if err != nil {
+		var fe *plan.FitError
+		if errors.As(err, &fe) {
+			return nil, fmt.Errorf("%w\n%s", err, p.Table())
+		}
+		return nil, err
+	}
+	c.plan = p
+	c.log.Info("cluster: plan", "split", mode.String(), "by", p.SplitBy, "ranks", world)
+	for _, rp := range p.Ranks {
+		c.log.Info("cluster: rank", "rank", rp.Rank, "name", rp.Name, "shard", rp.Shard.String(),
+			"weights", plan.Bytes(rp.Weights), "kv", plan.Bytes(rp.KV))
+		if rp.Shard.LastStage(mc) {
+			c.maxVoc = max(c.maxVoc, rp.Shard.Vocab())
+		}
+	}
+	if err := c.bindLocal(); err != nil {
+		return nil, err
+	}
+	if err := c.loadAll(ctx); err != nil {
+		return nil, err
+	}
+	ok = true
+	return c, nil
+}
+
+func (c *Cluster) progress(format string, a ...any) {
+	if c.cfg.Progress != nil {
+		fmt.Fprintf(c.cfg.Progress, "braid: "+format+"\n", a...)
+	}
+}
+
+// bindLocal binds rank 0's shard once; its links follow every new mesh.
+func (c *Cluster) bindLocal() error {
+	sh := c.plan.Ranks[0].Shard
+	sh.Notes = nil
+	c.pool = kernels.NewPool(c.cfg.Threads)
+	r := &rank{sh: sh, world: len(c.plan.Ranks), tp: c.mode.TP, pp: c.mode.PP}
+	r.comm, r.stage = newRankLinks(&sh, r.world, r.tp, r.pp)
+	opt := model.Options{MaxBatch: c.cfg.MaxBatch, Comm: r.comm, Shard: &sh}
+	if r.stage != nil {
+		opt.Stage = r.stage
+	}
+	m, err := model.New(c.file, c.pool, opt)
+	if err != nil {
+		return fmt.Errorf("rank 0: binding %s: %w", sh.String(), err)
+	}
+	r.m, r.cfg = m, &m.Cfg
+	if r.cache, err = m.NewCache(c.posns, c.cfg.KVF32); err != nil {
+		return err
+	}
+	c.local, c.vocab = r, m.Cfg.Vocab
+	c.lists = make([][]model.Candidate, c.mode.TP)
+	return nil
+}
+
+// describe names a rank for errors: its rank and the address the user gave.
+func (c *Cluster) describe(rank int) string {
+	if rank == 0 {
+		return "rank 0 (this node)"
+	}
+	if rank > 0 && rank <= len(c.workers) {
+		return fmt.Sprintf("rank %d (%s)", rank, c.workers[rank-1].node.Addr)
+	}
+	return fmt.Sprintf("rank %d", rank)
+}
+
+// sessErr names the worker behind a session error (the session's own rank
+// numbers are those of a mesh of two).
+func (c *Cluster) sessErr(w *worker, err error) error {
+	var pe *dist.PeerError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s: %s: %w", c.describe(w.rank), pe.What, pe.Err)
+	}
+	var re *remoteError
+	if errors.As(err, &re) {
+		return err
+	}
+	return fmt.Errorf("%s: %w", c.describe(w.rank), err)
+}
+
+// meshErr names the rank behind a data-plane error with its control address
+// too (the data plane's addresses are the workers' data ports).
+func (c *Cluster) meshErr(err error) error {
+	var pe *dist.PeerError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s, data plane %s: %s: %w", c.describe(pe.Rank), pe.Addr, pe.What, pe.Err)
+	}
+	return err
+}
+
+// dialAll opens a session to every worker and asks for its facts.
+func (c *Cluster) dialAll(ctx context.Context) error {
+	errs := make([]error, len(c.workers))
+	var wg sync.WaitGroup
+	for i, w := range c.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = c.dial(ctx, w)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		for _, w := range c.workers {
+			c.closeSession(w)
+		}
+		return fmt.Errorf("cluster: %w", err)
+	}
+	return nil
+}
+
+func (c *Cluster) dial(ctx context.Context, w *worker) error {
+	tr, err := dist.Connect(ctx, dist.MeshConfig{Rank: 0, Addrs: []string{"", w.node.Addr}, Secret: c.cfg.Secret,
+		Timeout: c.cfg.Timeout, ConnectTimeout: c.cfg.ConnectTimeout, Build: c.cfg.Build, Logger: c.log})
+	if err != nil {
+		return c.sessErr(w, err)
+	}
+	w.sess = tr
+	p, err := c.call(w, []byte{kindInfo}, nil)
+	if err != nil {
+		return err
+	}
+	w.info = infoMsg{}
+	if err := parseJSON(p, &w.info); err != nil {
+		return c.sessErr(w, err)
+	}
+	c.log.Info("cluster: worker joined", "rank", w.rank, "addr", w.node.Addr, "data", w.info.DataAddr,
+		"mem", plan.Bytes(w.info.Mem), "threads", w.info.Threads, "cores", w.info.Facts.Cores)
+	return nil
+}
+
+func (c *Cluster) closeSession(w *worker) {
+	if w.sess != nil {
+		w.sess.Close()
+		w.sess = nil
+	}
+}
+
+// send writes one request to w.
+func (c *Cluster) send(w *worker, payload []byte) error {
+	if w.sess == nil {
+		return c.sessErr(w, errNotFormed)
+	}
+	w.req++
+	if err := w.sess.SendControl(1, wire.Tag{Step: w.req, Op: wire.OpStep}, payload); err != nil {
+		return c.sessErr(w, err)
+	}
+	return nil
+}
+
+// recv waits for w's response to its last request, passing progress lines
+// on; each wait has the session's deadline, so a worker that reports
+// progress may take longer in all.
+func (c *Cluster) recv(w *worker, progress func(string)) ([]byte, error) {
+	for {
+		tag, p, err := w.sess.RecvControl(1)
+		if err != nil {
+			return nil, c.sessErr(w, err)
+		}
+		if tag.Op != wire.OpResult || tag.Step != w.req || len(p) == 0 {
+			return nil, c.sessErr(w, fmt.Errorf("%w: response %s to request %d (%d bytes)", wire.ErrMalformed, tag, w.req, len(p)))
+		}
+		switch p[0] {
+		case kindOK:
+			return p[1:], nil
+		case kindProgress:
+			if progress != nil {
+				progress(string(clip(p[1:])))
+			}
+		case kindError:
+			return nil, &remoteError{Rank: w.rank, Addr: w.node.Addr, Msg: string(clip(p[1:]))}
+		default:
+			return nil, c.sessErr(w, fmt.Errorf("%w: response kind %d", wire.ErrMalformed, p[0]))
+		}
+	}
+}
+
+func clip(b []byte) []byte {
+	if len(b) > 8<<10 {
+		b = b[:8<<10]
+	}
+	return b
+}
+
+func (c *Cluster) call(w *worker, payload []byte, progress func(string)) ([]byte, error) {
+	if err := c.send(w, payload); err != nil {
+		return nil, err
+	}
+	return c.recv(w, progress)
+}
+
+// loadAll loads every worker's shard, then forms the data-plane mesh.
+func (c *Cluster) loadAll(ctx context.Context) error {
+	world := len(c.plan.Ranks)
+	start := time.Now()
+	errs := make([]error, len(c.workers))
+	var wg sync.WaitGroup
+	for i, w := range c.workers {
+		path := w.node.Model
+		if path == "" {
+			path = c.path
+		}
+		m := loadMsg{SHA256: c.sha, Path: path, Size: c.size, Rank: w.rank, World: world, TP: c.mode.TP, PP: c.mode.PP,
+			Shard: c.plan.Ranks[w.rank].Shard, MaxBatch: c.cfg.MaxBatch, Ctx: c.cfg.Ctx, Positions: c.posns, KVF32: c.cfg.KVF32}
+		m.Shard.Notes = nil
+		payload, err := appendJSON(nil, kindLoad, &m)
+		if err != nil {
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = c.call(w, payload, func(s string) { c.progress("%s: %s", c.describe(w.rank), s) })
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("cluster: loading: %w", err)
+	}
+	c.progress("loaded %d ranks in %v", world, time.Since(start).Round(time.Millisecond))
+	return c.connectAll(ctx)
+}
+
+// dataAddr is where rank i dials rank j's data plane.
+func (c *Cluster) dataAddr(i, j int) (string, error) {
+	w := c.workers[j-1]
+	_, port, err := net.SplitHostPort(w.info.DataAddr)
+	if err != nil {
+		return "", fmt.Errorf("%s reported data address %q: %w", c.describe(j), w.info.DataAddr, err)
+	}
+	if a, ok := c.cfg.Links[[2]int{i, j}]; ok && a != "" {
+		if _, _, err := net.SplitHostPort(a); err == nil {
+			return a, nil
+		}
+		return net.JoinHostPort(a, port), nil
+	}
+	host, _, err := net.SplitHostPort(w.node.Addr)
+	if err != nil {
+		return "", fmt.Errorf("%s: address %q: %w", c.describe(j), w.node.Addr, err)
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// connectAll has every rank join the data-plane mesh: the workers on their
+// data listeners, this rank by dialing them all.
+func (c *Cluster) connectAll(ctx context.Context) error {
+	world := len(c.plan.Ranks)
+	addrs := make([][]string, world)
+	for i := range addrs {
+		addrs[i] = make([]string, world)
+		for j := i + 1; j < world; j++ {
+			a, err := c.dataAddr(i, j)
+			if err != nil {
+				return fmt.Errorf("cluster: %w", err)
+			}
+			addrs[i][j] = a
+		}
+	}
+	for _, w := range c.workers {
+		payload, err := appendJSON(nil, kindConnect, &connectMsg{Addrs: addrs[w.rank], TimeoutMS: c.cfg.Timeout.Milliseconds(), Stripes: c.cfg.Stripes})
+		if err != nil {
+			return err
+		}
+		if err := c.send(w, payload); err != nil {
+			return fmt.Errorf("cluster: %w", err)
+		}
+	}
+	mesh, err := dist.Connect(ctx, dist.MeshConfig{Rank: 0, Addrs: addrs[0], Secret: c.cfg.Secret, Stripes: max(c.cfg.Stripes, 1),
+		Timeout: c.cfg.Timeout, ConnectTimeout: 2 * c.cfg.Timeout, Build: c.cfg.Build, Logger: c.log})
+	errs := make([]error, 0, len(c.workers)+1)
+	if err != nil {
+		errs = append(errs, c.meshErr(err))
+	}
+	for _, w := range c.workers {
+		if _, err := c.recv(w, nil); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		if mesh != nil {
+			mesh.Close()
+		}
+		return fmt.Errorf("cluster: forming the data plane: %w", err)
+	}
+	c.mesh = mesh
+	c.local.attach(mesh, 0)
+	c.formed, c.broken = true, nil
+	for j := 1; j < world; j++ {
+		c.log.Info("cluster: data plane", "rank", j, "addr", addrs[0][j], "transport", mesh.Kind())
+	}
+	return nil
+}
+
+// teardown ends the cluster after a failure: the mesh closes (so ranks
+// still waiting fail at once instead of at their deadline), the sessions
+// close (the workers keep their weights), and this rank's KV cache starts
+// empty, as the workers' will after the re-form.
+func (c *Cluster) teardown(cause error) {
+	c.broken = cause
+	c.formed = false
+	if c.mesh != nil {
+		c.mesh.Close()
+		c.mesh = nil
+	}
+	if c.local != nil {
+		c.local.attach(nil, 0)
+		if cache, err := c.local.m.NewCache(c.posns, c.cfg.KVF32); err == nil {
+			c.local.cache = cache
+		}
+	}
+	for _, w := range c.workers {
+		c.closeSession(w)
+	}
+	c.ops = c.ops[:0]
+}
+
+// reform brings a broken cluster back: sessions, the same plan's loads
+// (fast: the workers kept their weights, or reload from their local copy)
+// and a new mesh.
+func (c *Cluster) reform() error {
+	if c.closed {
+		return errors.New("cluster: closed")
+	}
+	ctx := context.Background()
+	if err := c.dialAll(ctx); err != nil {
+		return fmt.Errorf("%w (the cluster failed before: %v)", err, c.broken)
+	}
+	if err := c.loadAll(ctx); err != nil {
+		c.teardown(c.broken)
+		return err
+	}
+	c.reforms.Add(1)
+	c.log.Info("cluster: re-formed", "ranks", len(c.plan.Ranks))
+	return nil
+}
+
+// Vocab is the model's vocabulary size.
+func (c *Cluster) Vocab() int { return c.vocab }
+
+// Config is the model's configuration.
+func (c *Cluster) Config() *model.Config { return c.local.cfg }
+
+// File is the coordinator's open model (metadata, tokenizer).
+func (c *Cluster) File() *gguf.Model { return c.file }
+
+// Plan is the plan in force.
+func (c *Cluster) Plan() *plan.Plan { return c.plan }
+
+// Reforms counts the times the cluster re-formed after a failure.
+func (c *Cluster) Reforms() uint64 { return c.reforms.Load() }
+
+// maxFullRows bounds the rows of full logits one result carries, so a step
+// result stays under the control frame limit; longer requests run as
+// several steps.
+func (c *Cluster) maxFullRows() int {
+	per := 4 * max(c.maxVoc, 1)
+	return max(1, int(wire.DefaultLimits.Control-1024)/per)
+}
+
+// Forward runs one step on every rank. The step fails with an error naming
+// the rank and address when a worker dies, hangs or loses a link; the
+// cluster then re-forms at the next call.
+func (c *Cluster) Forward(b *model.Batch, out engine.Output, logits []float32) error {
+	if c.closed {
+		return errors.New("cluster: closed")
+	}
+	rows := b.Outputs()
+	if len(logits) < rows*c.vocab {
+		return fmt.Errorf("%w: logits buffer holds %d values, need %d", model.ErrBadBatch, len(logits), rows*c.vocab)
+	}
+	if !c.formed {
+		if err := c.reform(); err != nil {
+			return err
+		}
+	}
+	if !out.Full && out.TopK <= 0 {
+		out.TopK = 1
+	}
+	if !out.Full || rows <= c.maxFullRows() {
+		return c.step(b, out, logits)
+	}
+	// Full rows of a long batch: several steps, each under the frame limit.
+	lim := c.maxFullRows()
+	n, start, done := len(b.Tokens), 0, 0
+	for start < n {
+		end, k := start, 0
+		for end < n && (k < lim || !b.Output[end]) {
+			if b.Output[end] {
+				k++
+			}
+			end++
+		}
+		sub := model.Batch{Tokens: b.Tokens[start:end], Pos: b.Pos[start:end], Seq: b.Seq[start:end], Output: b.Output[start:end]}
+		if err := c.step(&sub, out, logits[done*c.vocab:]); err != nil {
+			return err
+		}
+		done += k
+		start = end
+	}
+	return nil
+}
+
+// step is one Step frame to each worker, this rank's shard, and one result
+// from each.
+func (c *Cluster) step(b *model.Batch, out engine.Output, logits []float32) error {
+	c.stepNo++
+	msg := stepMsg{Step: c.stepNo, Full: out.Full, TopK: out.TopK, Ops: c.ops, Batch: *b}
+	c.buf = appendStep(c.buf[:0], &msg)
+	c.ops = c.ops[:0]
+	for _, w := range c.workers {
+		if err := c.send(w, c.buf); err != nil {
+			err = fmt.Errorf("cluster: step %d: %w", c.stepNo, err)
+			c.teardown(err)
+			return err
+		}
+		w.stepReqs.Add(1)
+	}
+	_, lerr := c.local.run(c.stepNo, nil, b)
+	if lerr != nil {
+		// Wake the workers waiting on this rank at once.
+		if c.mesh != nil {
+			c.mesh.Close()
+		}
+	}
+	var errs []error
+	for _, w := range c.workers {
+		p, err := c.recv(w, nil)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		w.stepResps.Add(1)
+		if err := parseResult(p, &w.res); err != nil {
+			errs = append(errs, c.sessErr(w, err))
+		}
+	}
+	if lerr != nil || len(errs) > 0 {
+		err := c.stepError(lerr, errs)
+		c.teardown(err)
+		return err
+	}
+	rows := b.Outputs()
+	if rows == 0 {
+		return nil
+	}
+	if err := c.merge(rows, out, logits); err != nil {
+		c.teardown(err)
+		return err
+	}
+	return nil
+}
+
+// stepError picks the most telling cause: a worker's own report or a dead
+// connection names the failed rank, while the others only saw their peer
+// go away.
+func (c *Cluster) stepError(local error, remote []error) error {
+	var all []error
+	if local != nil {
+		all = append(all, c.meshErr(local))
+	}
+	all = append(all, remote...)
+	return fmt.Errorf("cluster: step %d failed: %w", c.stepNo, errors.Join(all...))
+}
+
+// merge assembles the output rows from the last stage's results.
+func (c *Cluster) merge(rows int, out engine.Output, logits []float32) error {
+	tp, pp := c.mode.TP, c.mode.PP
+	first := (pp - 1) * tp
+	var lres result
+	if first == 0 {
+		c.local.result(&lres, rows, out.Full, out.TopK)
+	}
+	res := func(rank int) (*result, error) {
+		if rank == 0 {
+			return &lres, nil
+		}
+		r := &c.workers[rank-1].res
+		if r.Rows != rows || r.Mode == resNone {
+			return nil, fmt.Errorf("cluster: step %d: %s returned %d rows (mode %d) for %d outputs", c.stepNo, c.describe(rank), r.Rows, r.Mode, rows)
+		}
+		return r, nil
+	}
+	shardOf := func(rank int) *model.Shard { return &c.plan.Ranks[rank].Shard }
+	if out.Full {
+		for rank := first; rank < first+tp; rank++ {
+			r, err := res(rank)
+			if err != nil {
+				return err
+			}
+			sh := shardOf(rank)
+			if r.Mode != resFull || r.Width != sh.Vocab() {
+				return fmt.Errorf("cluster: step %d: %s returned rows of %d (mode %d), want full slices of %d", c.stepNo, c.describe(rank), r.Width, r.Mode, sh.Vocab())
+			}
+			if err := model.PutVocabSlice(logits, c.vocab, r.Logits, sh.VocabLo, sh.VocabHi); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	k := out.TopK
+	for row := 0; row < rows; row++ {
+		for t := 0; t < tp; t++ {
+			rank := first + t
+			r, err := res(rank)
+			if err != nil {
+				return err
+			}
+			switch r.Mode {
+			case resCands:
+				c.lists[t] = r.Cands[row*r.Width : (row+1)*r.Width]
+			case resFull:
+				sh := shardOf(rank)
+				c.lists[t] = model.TopK(c.lists[t][:0:0], r.Logits[row*r.Width:(row+1)*r.Width], int32(sh.VocabLo), k)
+			}
+		}
+		c.merged = model.MergeTopK(c.merged, k, c.lists...)
+		engine.FillCandidates(logits[row*c.vocab:(row+1)*c.vocab], c.merged)
+	}
+	return nil
+}
+
+// The KV operations act on this rank's cache now and are replayed on every
+// worker at the start of the next step.
+
+// Drop forgets a sequence on every rank.
+func (c *Cluster) Drop(seq kvcache.SeqID) {
+	if !c.local.cache.Has(seq) {
+		return
+	}
+	c.local.cache.Drop(seq)
+	c.ops = append(c.ops, kvOp{Kind: opDrop, A: seq})
+}
+
+// Has reports whether the caches hold seq.
+func (c *Cluster) Has(seq kvcache.SeqID) bool { return c.local.cache.Has(seq) }
+
+// Len is the number of positions seq holds.
+func (c *Cluster) Len(seq kvcache.SeqID) int { return c.local.cache.Len(seq) }
+
+// Reserve makes room for n positions of seq on every rank.
+func (c *Cluster) Reserve(seq kvcache.SeqID, n int) error {
+	if err := c.local.cache.Reserve(seq, n); err != nil {
+		return err
+	}
+	c.ops = append(c.ops, kvOp{Kind: opReserve, A: seq, N: int32(n)})
+	return nil
+}
+
+// CopyPrefix makes dst share the first n positions of src on every rank.
+func (c *Cluster) CopyPrefix(dst, src kvcache.SeqID, n int) error {
+	if err := c.local.cache.CopyPrefix(dst, src, n); err != nil {
+		return err
+	}
+	c.ops = append(c.ops, kvOp{Kind: opCopyPrefix, A: dst, B: src, N: int32(n)})
+	return nil
+}
+
+// Truncate shortens seq to n positions on every rank.
+func (c *Cluster) Truncate(seq kvcache.SeqID, n int) error {
+	if err := c.local.cache.Truncate(seq, n); err != nil {
+		return err
+	}
+	c.ops = append(c.ops, kvOp{Kind: opTruncate, A: seq, N: int32(n)})
+	return nil
+}
+
+// KVConfig is this rank's cache configuration (every rank has the same
+// blocks).
+func (c *Cluster) KVConfig() kvcache.Config { return c.local.cache.Config() }
+
+// KVStats is this rank's cache pool snapshot.
+func (c *Cluster) KVStats() kvcache.Stats { return c.local.cache.Stats() }
+
+// WorkerCounters are the step frames exchanged with one worker, and the
+// session's frame totals (every request and response, including loads).
+type WorkerCounters struct {
+	Rank                       int
+	Addr                       string
+	StepRequests, StepResults  uint64
+	FramesSent, FramesReceived uint64
+}
+
+// Counters returns the frame counters per worker.
+func (c *Cluster) Counters() []WorkerCounters {
+	out := make([]WorkerCounters, 0, len(c.workers))
+	for _, w := range c.workers {
+		wc := WorkerCounters{Rank: w.rank, Addr: w.node.Addr, StepRequests: w.stepReqs.Load(), StepResults: w.stepResps.Load()}
+		if w.sess != nil {
+			s := w.sess.Stats()
+			wc.FramesSent, wc.FramesReceived = s.Peers[1].FramesSent, s.Peers[1].FramesRecv
+		}
+		out = append(out, wc)
+	}
+	return out
+}
+
+// Unload asks every worker to free its weights, then closes.
+func (c *Cluster) Unload() error {
+	var errs []error
+	for _, w := range c.workers {
+		if w.sess == nil {
+			continue
+		}
+		if _, err := c.call(w, []byte{kindUnload}, nil); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(append(errs, c.Close())...)
+}
+
+// Close ends the sessions and the mesh and frees this rank's shard; the
+// workers keep their weights for a fast re-join.
+func (c *Cluster) Close() error {
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	if c.mesh != nil {
+		c.mesh.Close()
+		c.mesh = nil
+	}
+	for _, w := range c.workers {
+		c.closeSession(w)
+	}
+	if c.pool != nil {
+		c.pool.Close()
+	}
+	if c.file != nil {
+		c.file.Close()
+	}
+	return nil
+}

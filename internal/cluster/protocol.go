@@ -1,0 +1,423 @@
+// Package cluster runs one model across several machines as if they were
+// one: `braid worker` processes (Worker) and the coordinator (Cluster, rank
+// 0, which holds a shard too and implements engine.Backend).
+//
+// Each worker has two kinds of connections. The session is one connection
+// from the coordinator (a dist TCP mesh of two: the handshake checks the
+// protocol version, the build digest and the shared secret, and exchanges
+// node facts); it carries Info, Load, Connect, Step, Unload and Ping
+// requests on its control lane, each answered by one response. The data
+// plane is one dist TCP mesh between all ranks of a plan, formed at every
+// Load: all-reduces and hidden states between pipeline stages go over it
+// peer to peer, never through the coordinator.
+//
+// A decode step is one Step request to each worker (tokens, positions,
+// sequence ids, outputs wanted, the KV operations queued since the last
+// step, and whether full logits are needed) and one small result back (each
+// last-stage rank's top candidates per output row, or its vocabulary slice
+// when full logits are asked for).
+package cluster
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+
+	"braid/internal/dist"
+	"braid/internal/dist/wire"
+	"braid/internal/kvcache"
+	"braid/internal/model"
+)
+
+// Message kinds: the first byte of every session payload.
+const (
+	kindInfo    byte = 1 // request: what are you? response: infoMsg (JSON)
+	kindLoad    byte = 2 // request: loadMsg (JSON); responses: progress..., then ok
+	kindConnect byte = 3 // request: connectMsg (JSON): form the data-plane mesh
+	kindStep    byte = 4 // request: stepMsg (binary); response: result (binary)
+	kindUnload  byte = 5 // request: free the weights
+	kindPing    byte = 6 // request: liveness through the step loop
+
+	kindOK       byte = 64 // response: done, kind-specific payload follows
+	kindProgress byte = 65 // response: a progress line; the final answer follows
+	kindError    byte = 66 // response: the request failed (UTF-8 text)
+)
+
+// Limits on what a peer may ask for; a frame beyond them is malformed.
+const (
+	maxStepTokens = 1 << 20
+	maxStepOps    = 1 << 20
+	maxTopK       = 1 << 16
+	maxJSON       = 1 << 20
+)
+
+// infoMsg is a worker's answer to Info: the facts the plan needs.
+type infoMsg struct {
+	Facts dist.NodeFacts `json:"facts"`
+	// Mem is what the worker offers for a shard: its usable memory (lowered
+	// by --mem-limit) plus what its current model holds (freed or reused
+	// by the next Load).
+	Mem      int64  `json:"mem"`
+	Threads  int    `json:"threads"`
+	DataAddr string `json:"data_addr"` // the data-plane listener
+	Loaded   string `json:"loaded,omitempty"`
+}
+
+// loadMsg asks a worker to hold its shard of a model.
+type loadMsg struct {
+	SHA256   string      `json:"sha256"`
+	Path     string      `json:"path"` // tried first (the same path, or the cluster file's)
+	Size     int64       `json:"size"`
+	Rank     int         `json:"rank"`
+	World    int         `json:"world"`
+	TP       int         `json:"tp"`
+	PP       int         `json:"pp"`
+	Shard    model.Shard `json:"shard"`
+	MaxBatch int         `json:"max_batch"`
+	// Ctx is the longest context of one sequence (it sizes the scratch).
+	Ctx int `json:"ctx"`
+	// Positions sizes the KV cache; KVF32 stores it in float32.
+	Positions int  `json:"positions"`
+	KVF32     bool `json:"kv_f32"`
+}
+
+// connectMsg asks a loaded worker to join the data-plane mesh.
+type connectMsg struct {
+	// Addrs[j] is where this rank dials rank j (j > rank).
+	Addrs     []string `json:"addrs"`
+	TimeoutMS int64    `json:"timeout_ms"`
+	Stripes   int      `json:"stripes"`
+}
+
+// KV operation kinds replayed on every rank before a step.
+const (
+	opDrop uint8 = iota + 1
+	opReserve
+	opCopyPrefix
+	opTruncate
+)
+
+// kvOp is one cache operation made on the coordinator since the last step.
+type kvOp struct {
+	Kind uint8
+	A, B kvcache.SeqID
+	N    int32
+}
+
+func (o kvOp) apply(c *kvcache.Cache) error {
+	switch o.Kind {
+	case opDrop:
+		c.Drop(o.A)
+		return nil
+	case opReserve:
+		return c.Reserve(o.A, int(o.N))
+	case opCopyPrefix:
+		return c.CopyPrefix(o.A, o.B, int(o.N))
+	case opTruncate:
+		return c.Truncate(o.A, int(o.N))
+	}
+	return fmt.Errorf("unknown KV operation %d", o.Kind)
+}
+
+func (o kvOp) String() string {
+	switch o.Kind {
+	case opDrop:
+		return fmt.Sprintf("drop(%d)", o.A)
+	case opReserve:
+		return fmt.Sprintf("reserve(%d, %d)", o.A, o.N)
+	case opCopyPrefix:
+		return fmt.Sprintf("copy-prefix(%d <- %d, %d)", o.A, o.B, o.N)
+	case opTruncate:
+		return fmt.Sprintf("truncate(%d, %d)", o.A, o.N)
+	}
+	return fmt.Sprintf("op%d", o.Kind)
+}
+
+// stepMsg is one Step request.
+type stepMsg struct {
+	Step  uint64
+	Full  bool
+	TopK  int
+	Ops   []kvOp
+	Batch model.Batch
+}
+
+// Result modes: what a rank's result carries.
+const (
+	resNone  byte = 0 // not a last-stage rank: no logits
+	resCands byte = 1 // rows x TopK candidates
+	resFull  byte = 2 // rows x vocab slice logits
+)
+
+// appendStep encodes m after the kind byte:
+//
+//	u8 kind=step | u64 step | u8 full | u32 topk | u32 ops | ops x (u8 kind, i32 a, i32 b, i32 n)
+//	| u32 tokens | tokens x i32 | pos x i32 | seq x i32 | output x u8
+func appendStep(dst []byte, m *stepMsg) []byte {
+	le := binary.LittleEndian
+	dst = append(dst, kindStep)
+	dst = le.AppendUint64(dst, m.Step)
+	dst = append(dst, b2u(m.Full))
+	dst = le.AppendUint32(dst, uint32(m.TopK))
+	dst = le.AppendUint32(dst, uint32(len(m.Ops)))
+	for _, o := range m.Ops {
+		dst = append(dst, o.Kind)
+		dst = le.AppendUint32(dst, uint32(o.A))
+		dst = le.AppendUint32(dst, uint32(o.B))
+		dst = le.AppendUint32(dst, uint32(o.N))
+	}
+	b := &m.Batch
+	dst = le.AppendUint32(dst, uint32(len(b.Tokens)))
+	for _, v := range b.Tokens {
+		dst = le.AppendUint32(dst, uint32(v))
+	}
+	for _, v := range b.Pos {
+		dst = le.AppendUint32(dst, uint32(v))
+	}
+	for _, v := range b.Seq {
+		dst = le.AppendUint32(dst, uint32(v))
+	}
+	for _, v := range b.Output {
+		dst = append(dst, b2u(v))
+	}
+	return dst
+}
+
+func b2u(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// reader decodes a payload with bounds checks: the first short read sets err
+// and every later read returns zero.
+type reader struct {
+	p   []byte
+	err error
+}
+
+func (r *reader) need(n int, what string) bool {
+	if r.err != nil {
+		return false
+	}
+	if n < 0 || len(r.p) < n {
+		r.err = fmt.Errorf("%w: %s needs %d bytes, %d left", wire.ErrMalformed, what, n, len(r.p))
+		return false
+	}
+	return true
+}
+
+func (r *reader) u8(what string) byte {
+	if !r.need(1, what) {
+		return 0
+	}
+	v := r.p[0]
+	r.p = r.p[1:]
+	return v
+}
+
+func (r *reader) u32(what string) uint32 {
+	if !r.need(4, what) {
+		return 0
+	}
+	v := binary.LittleEndian.Uint32(r.p)
+	r.p = r.p[4:]
+	return v
+}
+
+func (r *reader) u64(what string) uint64 {
+	if !r.need(8, what) {
+		return 0
+	}
+	v := binary.LittleEndian.Uint64(r.p)
+	r.p = r.p[8:]
+	return v
+}
+
+// count reads a u32 count and checks it against max and against the bytes
+// left (each item at least size bytes), before anything is allocated.
+func (r *reader) count(what string, max, size int) int {
+	n := r.u32(what)
+	if r.err != nil {
+		return 0
+	}
+	if uint64(n) > uint64(max) {
+		r.err = fmt.Errorf("%w: %s %d exceeds the limit of %d", wire.ErrMalformed, what, n, max)
+		return 0
+	}
+	if uint64(n)*uint64(size) > uint64(len(r.p)) {
+		r.err = fmt.Errorf("%w: %s %d needs %d bytes, %d left", wire.ErrMalformed, what, n, uint64(n)*uint64(size), len(r.p))
+		return 0
+	}
+	return int(n)
+}
+
+// parseStep decodes a Step payload (after the kind byte) into m, reusing its
+// memory. Every count is checked against the limits and the bytes present.
+func parseStep(p []byte, m *stepMsg) error {
+	r := reader{p: p}
+	m.Step = r.u64("step number")
+	full := r.u8("full flag")
+	k := r.u32("top-k")
+	if r.err == nil && (full > 1 || k > maxTopK) {
+		return fmt.Errorf("%w: step flags full=%d top-k=%d (want 0/1 and at most %d)", wire.ErrMalformed, full, k, maxTopK)
+	}
+	m.Full, m.TopK = full == 1, int(k)
+	nops := r.count("KV operation count", maxStepOps, 13)
+	m.Ops = m.Ops[:0]
+	for i := 0; i < nops && r.err == nil; i++ {
+		o := kvOp{Kind: r.u8("op kind"), A: kvcache.SeqID(r.u32("op a")), B: kvcache.SeqID(r.u32("op b")), N: int32(r.u32("op n"))}
+		if o.Kind < opDrop || o.Kind > opTruncate {
+			return fmt.Errorf("%w: KV operation %d has kind %d", wire.ErrMalformed, i, o.Kind)
+		}
+		m.Ops = append(m.Ops, o)
+	}
+	n := r.count("token count", maxStepTokens, 13)
+	if r.err != nil {
+		return r.err
+	}
+	b := &m.Batch
+	b.Reset()
+	for i := 0; i < n; i++ {
+		b.Tokens = append(b.Tokens, int32(r.u32("token")))
+	}
+	for i := 0; i < n; i++ {
+		b.Pos = append(b.Pos, int32(r.u32("position")))
+	}
+	for i := 0; i < n; i++ {
+		b.Seq = append(b.Seq, kvcache.SeqID(r.u32("sequence")))
+	}
+	for i := 0; i < n; i++ {
+		v := r.u8("output flag")
+		if v > 1 {
+			return fmt.Errorf("%w: output flag %d of token %d", wire.ErrMalformed, v, i)
+		}
+		b.Output = append(b.Output, v == 1)
+	}
+	if r.err != nil {
+		return r.err
+	}
+	if len(r.p) != 0 {
+		return fmt.Errorf("%w: %d bytes after the step", wire.ErrMalformed, len(r.p))
+	}
+	return nil
+}
+
+// result is one rank's answer to a Step.
+type result struct {
+	Mode    byte
+	Rows    int
+	Width   int               // candidates per row, or the vocabulary slice's width
+	Compute uint64            // nanoseconds the rank spent in Forward
+	Cands   []model.Candidate // Rows x Width, resCands
+	Logits  []float32         // Rows x Width, resFull
+}
+
+// appendResult encodes r:
+//
+//	u8 kind=ok | u8 mode | u32 rows | u32 width | u64 compute ns | payload
+func appendResult(dst []byte, r *result) []byte {
+	le := binary.LittleEndian
+	dst = append(dst, kindOK, r.Mode)
+	dst = le.AppendUint32(dst, uint32(r.Rows))
+	dst = le.AppendUint32(dst, uint32(r.Width))
+	dst = le.AppendUint64(dst, r.Compute)
+	switch r.Mode {
+	case resCands:
+		for _, c := range r.Cands {
+			dst = le.AppendUint32(dst, uint32(c.ID))
+			dst = le.AppendUint32(dst, math.Float32bits(c.Logit))
+		}
+	case resFull:
+		for _, v := range r.Logits {
+			dst = le.AppendUint32(dst, math.Float32bits(v))
+		}
+	}
+	return dst
+}
+
+// parseResult decodes a result payload (after the kind byte) into r, reusing
+// its memory.
+func parseResult(p []byte, r *result) error {
+	rd := reader{p: p}
+	r.Mode = rd.u8("result mode")
+	rows, width := rd.u32("rows"), rd.u32("width")
+	r.Compute = rd.u64("compute time")
+	if rd.err != nil {
+		return rd.err
+	}
+	if r.Mode > resFull {
+		return fmt.Errorf("%w: result mode %d", wire.ErrMalformed, r.Mode)
+	}
+	size := uint64(0)
+	switch r.Mode {
+	case resCands:
+		size = 8
+	case resFull:
+		size = 4
+	}
+	if rows > maxStepTokens || uint64(rows)*uint64(width)*size != uint64(len(rd.p)) {
+		return fmt.Errorf("%w: result of %d rows x %d (mode %d) in %d bytes", wire.ErrMalformed, rows, width, r.Mode, len(rd.p))
+	}
+	r.Rows, r.Width = int(rows), int(width)
+	n := int(rows) * int(width)
+	r.Cands, r.Logits = r.Cands[:0], r.Logits[:0]
+	le := binary.LittleEndian
+	switch r.Mode {
+	case resCands:
+		for i := 0; i < n; i++ {
+			b := rd.p[8*i:]
+			r.Cands = append(r.Cands, model.Candidate{ID: int32(le.Uint32(b)), Logit: math.Float32frombits(le.Uint32(b[4:]))})
+		}
+	case resFull:
+		for i := 0; i < n; i++ {
+			r.Logits = append(r.Logits, math.Float32frombits(le.Uint32(rd.p[4*i:])))
+		}
+	}
+	return nil
+}
+
+// appendJSON encodes a JSON message after its kind byte.
+func appendJSON(dst []byte, kind byte, v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return append(append(dst, kind), b...), nil
+}
+
+// parseJSON decodes a bounded JSON payload.
+func parseJSON(p []byte, v any) error {
+	if len(p) > maxJSON {
+		return fmt.Errorf("%w: JSON message of %d bytes exceeds %d", wire.ErrMalformed, len(p), maxJSON)
+	}
+	if err := json.Unmarshal(p, v); err != nil {
+		return fmt.Errorf("%w: %v", wire.ErrMalformed, err)
+	}
+	return nil
+}
+
+// errorPayload is a kindError response.
+func errorPayload(dst []byte, err error) []byte {
+	msg := err.Error()
+	if len(msg) > 8<<10 {
+		msg = msg[:8<<10] + "..."
+	}
+	return append(append(dst, kindError), msg...)
+}
+
+// remoteError is a failure a worker reported about a request.
+type remoteError struct {
+	Rank int
+	Addr string
+	Msg  string
+}
+
+func (e *remoteError) Error() string {
+	return fmt.Sprintf("rank %d (%s): %s", e.Rank, e.Addr, e.Msg)
+}
+
+var errNotFormed = errors.New("cluster: not formed")

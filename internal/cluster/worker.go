@@ -1,0 +1,549 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"braid/internal/dist"
+	"braid/internal/dist/wire"
+	"braid/internal/gguf"
+	"braid/internal/kernels"
+	"braid/internal/model"
+	"braid/internal/plan"
+)
+
+// WorkerConfig configures a worker.
+type WorkerConfig struct {
+	// Secret is the cluster's shared secret (dist.LoadSecret); nil accepts
+	// loopback coordinators and peers only.
+	Secret []byte
+	// Threads run the shard's kernels (0 = every core).
+	Threads int
+	// MemLimit caps the memory the worker offers for a shard, in bytes
+	// (0 = what the node has usable: MemAvailable and any cgroup limit).
+	MemLimit int64
+	// ModelsDir is searched for a model by file name when it is not at the
+	// path the coordinator names.
+	ModelsDir string
+	// DataListen is the data-plane listen address; empty means the control
+	// listener's host with a free port.
+	DataListen string
+	// Timeout bounds every network wait (dist.DefaultTimeout when 0). An
+	// idle session is kept while the coordinator answers pings.
+	Timeout time.Duration
+	// Build overrides the build digest (tests of the mismatch refusal).
+	Build string
+	// Logger receives the worker's log lines (slog.Default() when nil).
+	Logger *slog.Logger
+	// HashCacheDir holds the model hash cache (default: the user's cache
+	// directory).
+	HashCacheDir string
+}
+
+// Worker serves one coordinator at a time: it reports its facts, loads its
+// shard from its local copy of the model, forms the data-plane mesh with
+// its peers and runs steps. Its weights outlive a session, so the same
+// coordinator (or another asking for the same model and shard) re-joins
+// without reading them again; a request for another model, or Unload,
+// frees them.
+type Worker struct {
+	cfg    WorkerConfig
+	log    *slog.Logger
+	hashes *hashCache
+	data   net.Listener
+
+	mu   sync.Mutex
+	sess *dist.TCP // the current session, nil when idle
+
+	// Owned by the session goroutine.
+	cur  *holding
+	mesh *dist.TCP
+	step stepMsg
+	res  result
+	out  []byte
+}
+
+// holding is a loaded shard.
+type holding struct {
+	key      loadKey
+	path     string
+	file     *gguf.Model
+	pool     *kernels.Pool
+	r        *rank
+	weights  int64
+	kvConfig string
+}
+
+type loadKey struct {
+	sha              string
+	shard            string
+	rank, world      int
+	tp, pp, maxBatch int
+}
+
+// NewWorker makes a worker whose control listener is at ctlAddr (used to
+// choose the data-plane address when cfg.DataListen is empty).
+func NewWorker(cfg WorkerConfig, ctlAddr net.Addr) (*Worker, error) {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = dist.DefaultTimeout
+	}
+	if cfg.Threads <= 0 {
+		cfg.Threads = runtime.NumCPU()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Build == "" {
+		cfg.Build = dist.BuildDigest()
+	}
+	addr := cfg.DataListen
+	if addr == "" {
+		host := ""
+		if ta, ok := ctlAddr.(*net.TCPAddr); ok && !ta.IP.IsUnspecified() {
+			host = ta.IP.String()
+		}
+		addr = net.JoinHostPort(host, "0")
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("worker: data-plane listener on %s: %w", addr, err)
+	}
+	return &Worker{cfg: cfg, log: cfg.Logger, hashes: newHashCache(cfg.HashCacheDir), data: ln}, nil
+}
+
+// DataAddr is the data-plane listener's address.
+func (w *Worker) DataAddr() net.Addr { return w.data.Addr() }
+
+// Serve accepts coordinators on ln, one session at a time, until ctx ends;
+// it then frees everything and returns. A connection that fails the
+// handshake or sends a malformed frame is closed with a log line; nothing a
+// peer sends ends Serve.
+func (w *Worker) Serve(ctx context.Context, ln net.Listener) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	h := newHandoff(ln.Addr())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		w.acceptLoop(ctx, ln, h)
+	}()
+	defer func() {
+		cancel()
+		ln.Close()
+		h.Close()
+		wg.Wait()
+		w.unload()
+		w.data.Close()
+	}()
+	w.log.Info("worker: listening", "addr", ln.Addr().String(), "data", w.data.Addr().String(),
+		"threads", w.cfg.Threads, "secret", len(w.cfg.Secret) > 0, "build", w.cfg.Build)
+	for ctx.Err() == nil {
+		tr, err := dist.Connect(ctx, dist.MeshConfig{Rank: 1, Addrs: []string{"", ""}, Listener: h, Secret: w.cfg.Secret,
+			Timeout: w.cfg.Timeout, ConnectTimeout: 24 * time.Hour, Build: w.cfg.Build, Logger: w.log})
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			w.log.Warn("worker: no session", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+			continue
+		}
+		w.mu.Lock()
+		w.sess = tr
+		w.mu.Unlock()
+		w.session(ctx, tr)
+		w.mu.Lock()
+		w.sess = nil
+		w.mu.Unlock()
+	}
+	return nil
+}
+
+// acceptLoop owns the control listener. While no coordinator is served, a
+// new connection goes to the next session's handshake. While one is, the
+// newcomer is refused with the reason, unless the current coordinator no
+// longer answers a ping: then that session ends and the newcomer takes over
+// (a coordinator that vanished without closing its connection must not
+// keep the worker for a whole timeout).
+func (w *Worker) acceptLoop(ctx context.Context, ln net.Listener, h *handoff) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			w.log.Warn("worker: accept", "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			continue
+		}
+		w.mu.Lock()
+		cur := w.sess
+		w.mu.Unlock()
+		if cur == nil {
+			h.offer(c)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := cur.Ping(0); err == nil {
+				w.log.Warn("worker: refused a second coordinator", "from", c.RemoteAddr().String(), "serving", cur.Peer(0).Addr)
+				c.SetWriteDeadline(time.Now().Add(time.Second))
+				c.Write(wire.Append(nil, wire.Header{Type: wire.TypeError}, []byte("worker busy: it serves another coordinator (one at a time)")))
+				c.Close()
+				return
+			}
+			w.log.Warn("worker: the coordinator does not answer; ending its session for a new one", "serving", cur.Peer(0).Addr, "new", c.RemoteAddr().String())
+			cur.Close()
+			h.offer(c)
+		}()
+	}
+}
+
+// session answers one coordinator's requests until it goes away. The
+// weights stay; the data-plane mesh closes.
+func (w *Worker) session(ctx context.Context, tr *dist.TCP) {
+	coord := tr.Peer(0).Addr
+	w.log.Info("worker: coordinator connected", "addr", coord)
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(ctx, func() { tr.Close() })
+	defer func() {
+		stop()
+		cancel()
+		w.closeMesh()
+		tr.Close()
+	}()
+	for {
+		tag, p, err := tr.RecvControl(0)
+		if err != nil {
+			if errors.Is(err, dist.ErrTimeout) {
+				if _, perr := tr.Ping(0); perr == nil {
+					continue // idle between requests
+				}
+			}
+			w.log.Info("worker: session ended", "coordinator", coord, "err", err)
+			return
+		}
+		if tag.Op != wire.OpStep || len(p) == 0 {
+			w.log.Warn("worker: malformed request; closing the session", "coordinator", coord, "tag", tag.String(), "bytes", len(p))
+			return
+		}
+		reply := wire.Tag{Step: tag.Step, Op: wire.OpResult}
+		send := func(b []byte) bool {
+			if err := tr.SendControl(0, reply, b); err != nil {
+				w.log.Warn("worker: sending a response", "coordinator", coord, "err", err)
+				return false
+			}
+			return true
+		}
+		var out []byte
+		switch p[0] {
+		case kindInfo:
+			out, err = appendJSON(w.out[:0], kindOK, w.info())
+		case kindLoad:
+			var m loadMsg
+			if err = parseJSON(p[1:], &m); err != nil {
+				break
+			}
+			err = w.loadWithProgress(&m, send)
+			out = []byte{kindOK}
+		case kindConnect:
+			var m connectMsg
+			if err = parseJSON(p[1:], &m); err != nil {
+				break
+			}
+			err = w.connect(ctx, &m)
+			out = []byte{kindOK}
+		case kindStep:
+			if err = parseStep(p[1:], &w.step); err != nil {
+				break
+			}
+			out, err = w.runStep()
+		case kindUnload:
+			w.unload()
+			out = []byte{kindOK}
+		case kindPing:
+			out = []byte{kindOK}
+		default:
+			err = fmt.Errorf("%w: request kind %d", wire.ErrMalformed, p[0])
+		}
+		if errors.Is(err, wire.ErrMalformed) {
+			w.log.Warn("worker: malformed request; closing the session", "coordinator", coord, "err", err)
+			send(errorPayload(nil, err))
+			return
+		}
+		if err != nil {
+			w.log.Warn("worker: request failed", "coordinator", coord, "kind", p[0], "err", err)
+			out = errorPayload(w.out[:0], err)
+		}
+		w.out = out
+		if !send(out) {
+			return
+		}
+	}
+}
+
+// offered is the memory the worker offers for a shard.
+func (w *Worker) offered(f dist.NodeFacts) int64 {
+	mem := int64(f.MemUsable)
+	if mem < 0 {
+		mem = 0
+	}
+	if w.cfg.MemLimit > 0 && (mem == 0 || w.cfg.MemLimit < mem) {
+		mem = w.cfg.MemLimit
+	}
+	return mem
+}
+
+func (w *Worker) info() *infoMsg {
+	f := dist.LocalFacts()
+	m := &infoMsg{Facts: f, Mem: w.offered(f), Threads: w.cfg.Threads}
+	m.DataAddr = w.data.Addr().String()
+	if w.cur != nil {
+		m.Loaded = w.cur.key.sha
+		if w.cfg.MemLimit == 0 {
+			m.Mem += w.cur.weights // freed or reused by the next Load
+		}
+	}
+	return m
+}
+
+// loadWithProgress runs the load while telling the coordinator how it goes
+// every second, so that a long load is not mistaken for a hung worker.
+func (w *Worker) loadWithProgress(m *loadMsg, send func([]byte) bool) error {
+	done := make(chan error, 1)
+	var stage syncString
+	stage.set("starting")
+	go func() { done <- w.load(m, stage.set) }()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-tick.C:
+			send(append([]byte{kindProgress}, stage.get()...))
+		}
+	}
+}
+
+type syncString struct {
+	mu sync.Mutex
+	s  string
+}
+
+func (s *syncString) set(v string) { s.mu.Lock(); s.s = v; s.mu.Unlock() }
+func (s *syncString) get() string  { s.mu.Lock(); defer s.mu.Unlock(); return s.s }
+
+// findModel finds the local copy of the model: at the path the coordinator
+// gave, else by file name under --models-dir, identified by SHA-256.
+func (w *Worker) findModel(m *loadMsg) (string, error) {
+	var cands []string
+	if m.Path != "" {
+		cands = append(cands, m.Path)
+	}
+	if w.cfg.ModelsDir != "" && m.Path != "" {
+		cands = append(cands, filepath.Join(w.cfg.ModelsDir, filepath.Base(m.Path)))
+	}
+	var tried []string
+	for _, p := range cands {
+		fi, err := os.Stat(p)
+		if err != nil {
+			tried = append(tried, fmt.Sprintf("%s: %v", p, errors.Unwrap(err)))
+			continue
+		}
+		if fi.Size() != m.Size {
+			tried = append(tried, fmt.Sprintf("%s: %d bytes, want %d", p, fi.Size(), m.Size))
+			continue
+		}
+		sum, _, err := w.hashes.SHA256(p)
+		if err != nil {
+			tried = append(tried, fmt.Sprintf("%s: %v", p, err))
+			continue
+		}
+		if sum != m.SHA256 {
+			tried = append(tried, fmt.Sprintf("%s: SHA-256 %s…, want %s…", p, sum[:12], m.SHA256[:min(12, len(m.SHA256))]))
+			continue
+		}
+		return p, nil
+	}
+	if len(tried) == 0 {
+		return "", fmt.Errorf("no local copy of model %s: the coordinator named no path and no --models-dir is set", m.SHA256)
+	}
+	return "", fmt.Errorf("no local copy of model %s (tried %v); copy the file to this node (same path, or under --models-dir)", m.SHA256, tried)
+}
+
+// load makes this worker hold the shard m asks for. The same model and
+// shard as now reuses the weights (a fresh KV cache still); anything else
+// frees them first. A shard that does not fit is refused before anything
+// is allocated.
+func (w *Worker) load(m *loadMsg, stage func(string)) error {
+	if m.World < 2 || m.Rank < 1 || m.Rank >= m.World || m.TP < 1 || m.PP < 1 || m.TP*m.PP != m.World {
+		return fmt.Errorf("%w: load for rank %d of %d as %dx%d", wire.ErrMalformed, m.Rank, m.World, m.TP, m.PP)
+	}
+	if m.Positions < 1 || m.Positions > 1<<26 || m.MaxBatch < 1 || m.MaxBatch > 1<<20 || m.Ctx < 1 {
+		return fmt.Errorf("%w: load with %d positions, context %d, batch %d", wire.ErrMalformed, m.Positions, m.Ctx, m.MaxBatch)
+	}
+	w.closeMesh()
+	key := loadKey{sha: m.SHA256, shard: fmt.Sprintf("%+v", m.Shard), rank: m.Rank, world: m.World, tp: m.TP, pp: m.PP, maxBatch: m.MaxBatch}
+	if w.cur != nil && w.cur.key == key {
+		stage("reusing the loaded shard")
+		cache, err := w.cur.r.m.NewCache(m.Positions, m.KVF32)
+		if err != nil {
+			return err
+		}
+		w.cur.r.cache = cache
+		w.log.Info("worker: reusing the loaded shard", "model", w.cur.path, "rank", m.Rank, "shard", w.cur.r.sh.String())
+		return nil
+	}
+	w.unload()
+	stage("finding the model")
+	path, err := w.findModel(m)
+	if err != nil {
+		return err
+	}
+	stage("opening " + path)
+	f, err := gguf.Open(path)
+	if err != nil {
+		return err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+		}
+	}()
+	c, err := model.ReadConfig(f)
+	if err != nil {
+		return err
+	}
+	sh := m.Shard
+	sh.Notes = nil
+	if err := sh.Validate(c); err != nil {
+		return fmt.Errorf("rank %d: the plan's shard does not fit this model: %w", m.Rank, err)
+	}
+	weights, err := model.WeightBytes(f, c, &sh)
+	if err != nil {
+		return err
+	}
+	kv := model.KVBytes(model.CacheConfig(c, &sh, m.Positions, m.KVF32))
+	scratch := model.ScratchBytes(c, &sh, m.MaxBatch, w.cfg.Threads, m.Ctx)
+	facts := dist.LocalFacts()
+	if mem := w.offered(facts); mem > 0 && weights+kv+scratch > mem {
+		return fmt.Errorf("rank %d does not fit: needs %s (weights %s, KV cache %s, scratch %s) but offers %s",
+			m.Rank, plan.Bytes(weights+kv+scratch), plan.Bytes(weights), plan.Bytes(kv), plan.Bytes(scratch), plan.Bytes(mem))
+	}
+	stage("binding weights")
+	pool := kernels.NewPool(w.cfg.Threads)
+	r := &rank{cfg: c, sh: sh, world: m.World, tp: m.TP, pp: m.PP}
+	r.comm, r.stage = newRankLinks(&sh, m.World, m.TP, m.PP)
+	opt := model.Options{MaxBatch: m.MaxBatch, Comm: r.comm, Shard: &sh}
+	if r.stage != nil {
+		opt.Stage = r.stage
+	}
+	mod, err := model.New(f, pool, opt)
+	if err != nil {
+		pool.Close()
+		return fmt.Errorf("rank %d: binding %s: %w", m.Rank, sh.String(), err)
+	}
+	r.m = mod
+	r.cfg = &mod.Cfg
+	if r.cache, err = mod.NewCache(m.Positions, m.KVF32); err != nil {
+		pool.Close()
+		return err
+	}
+	ok = true
+	w.cur = &holding{key: key, path: path, file: f, pool: pool, r: r, weights: weights + kv + scratch}
+	w.log.Info("worker: loaded", "model", path, "rank", m.Rank, "shard", sh.String(), "weights", plan.Bytes(weights), "kv", plan.Bytes(kv))
+	return nil
+}
+
+// connect joins the data-plane mesh of the loaded plan.
+func (w *Worker) connect(ctx context.Context, m *connectMsg) error {
+	if w.cur == nil {
+		return errors.New("no model loaded: Load comes before Connect")
+	}
+	w.closeMesh()
+	k := w.cur.key
+	if len(m.Addrs) != k.world {
+		return fmt.Errorf("%w: connect with %d addresses for %d ranks", wire.ErrMalformed, len(m.Addrs), k.world)
+	}
+	timeout := time.Duration(m.TimeoutMS) * time.Millisecond
+	if timeout <= 0 || timeout > time.Hour {
+		timeout = w.cfg.Timeout
+	}
+	tr, err := dist.Connect(ctx, dist.MeshConfig{Rank: k.rank, Addrs: m.Addrs, Listener: w.data, Secret: w.cfg.Secret,
+		Stripes: max(m.Stripes, 1), Timeout: timeout, ConnectTimeout: 2 * timeout, Build: w.cfg.Build, Logger: w.log})
+	if err != nil {
+		return err
+	}
+	w.mesh = tr
+	w.cur.r.attach(tr, k.rank)
+	return nil
+}
+
+func (w *Worker) closeMesh() {
+	if w.mesh != nil {
+		w.mesh.Close()
+		w.mesh = nil
+	}
+	if w.cur != nil {
+		w.cur.r.attach(nil, 0)
+	}
+}
+
+// runStep runs one Step on the shard and encodes the result.
+func (w *Worker) runStep() ([]byte, error) {
+	if w.cur == nil {
+		return nil, errors.New("no model loaded")
+	}
+	if w.mesh == nil {
+		return nil, errors.New("not connected to the other ranks (a step failed before, or Connect was not sent)")
+	}
+	r, s := w.cur.r, &w.step
+	d, err := r.run(s.Step, s.Ops, &s.Batch)
+	if err != nil {
+		// The mesh is broken after any failure; the coordinator re-forms.
+		w.closeMesh()
+		return nil, fmt.Errorf("rank %d: step %d: %w", w.cur.key.rank, s.Step, err)
+	}
+	r.result(&w.res, s.Batch.Outputs(), s.Full, s.TopK)
+	w.res.Compute = uint64(d)
+	return appendResult(w.out[:0], &w.res), nil
+}
+
+// unload frees the shard and returns its memory to the system.
+func (w *Worker) unload() {
+	w.closeMesh()
+	if w.cur == nil {
+		return
+	}
+	w.log.Info("worker: unloading", "model", w.cur.path)
+	w.cur.pool.Close()
+	w.cur.file.Close()
+	w.cur = nil
+	w.step = stepMsg{}
+	w.res = result{}
+	w.out = nil
+	runtime.GC()
+	debug.FreeOSMemory()
+}
