@@ -184,6 +184,19 @@ func (w testWriter) Write(p []byte) (int, error) {
 // openCluster forms a cluster over the given workers.
 func openCluster(t *testing.T, path string, split string, weights []float64, workers ...*proc) *Cluster {
 	t.Helper()
+	c, err := tryCluster(t, path, split, weights, workers...)
+	if err != nil {
+		for _, w := range workers {
+			t.Logf("worker %s stderr:\n%s", w.addr, w.stderr())
+		}
+		t.Fatal(err)
+	}
+	return c
+}
+
+// tryCluster is openCluster returning the error.
+func tryCluster(t *testing.T, path string, split string, weights []float64, workers ...*proc) (*Cluster, error) {
+	t.Helper()
 	cfg := Config{Model: path, Split: split, TensorSplit: weights, Threads: 1, MaxBatch: 16, Ctx: 64, KVF32: true,
 		Timeout: 10 * time.Second, ConnectTimeout: 5 * time.Second, Logger: quietLogger(t), HashCacheDir: t.TempDir()}
 	for _, w := range workers {
@@ -191,13 +204,10 @@ func openCluster(t *testing.T, path string, split string, weights []float64, wor
 	}
 	c, err := Open(context.Background(), cfg)
 	if err != nil {
-		for _, w := range workers {
-			t.Logf("worker %s stderr:\n%s", w.addr, w.stderr())
-		}
-		t.Fatal(err)
+		return nil, err
 	}
 	t.Cleanup(func() { c.Close() })
-	return c
+	return c, nil
 }
 
 // reference is a world-1 run: the prompt's logits, then greedy steps.
@@ -215,7 +225,8 @@ const greedySteps = 12
 type forwardFunc func(b *model.Batch, out engine.Output, logits []float32) error
 
 // generate prefills testPrompt with full logits at every position, then
-// decodes greedily; with cands the decode steps ask for candidates only.
+// decodes greedily; with cands the odd decode steps ask for candidates only
+// (the rows are then -Inf but for the candidates).
 func generate(t *testing.T, vocab int, fwd forwardFunc, cands bool) (reference, error) {
 	t.Helper()
 	var r reference
@@ -229,11 +240,11 @@ func generate(t *testing.T, vocab int, fwd forwardFunc, cands bool) (reference, 
 	}
 	row := r.prompt[(len(testPrompt)-1)*vocab:]
 	pos := int32(len(testPrompt))
-	out := engine.FullLogits
-	if cands {
-		out = engine.Output{TopK: 1}
-	}
 	for step := 0; step < greedySteps; step++ {
+		out := engine.FullLogits
+		if cands && step%2 == 1 {
+			out = engine.Output{TopK: 1}
+		}
 		tok := argmax(row)
 		r.tokens = append(r.tokens, tok)
 		b.Reset()
