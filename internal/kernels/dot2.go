@@ -38,3 +38,14 @@ func roundBF16(dst []byte, src []float32) {
 		binary.LittleEndian.PutUint32(dst[4*i:], uint32(quant.F32ToBF16(v))<<16)
 	}
 }
+
+// iq4nlTabU and mxfp4TabU are the codebooks plus 128, unsigned, for the
+// VPDPBUSD prefill tiles (mmq_amd64.s), which subtract 128*sum(x) after.
+var iq4nlTabU, mxfp4TabU [16]uint8
+
+func init() {
+	for i := range iq4nlTabU {
+		iq4nlTabU[i] = uint8(int(quant.IQ4NLValues[i]) + 128)
+		mxfp4TabU[i] = uint8(int(quant.MXFP4Values[i]) + 128)
+	}
+}

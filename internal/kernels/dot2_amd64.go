@@ -67,18 +67,24 @@ func init() {
 	// 256-bit EVEX forms of the odd last block, VNNI for VPDPBUSD.
 	vnni := x.HasAVX512F && x.HasAVX512BW && x.HasAVX512VL && x.HasAVX512VNNI && x.HasF16C && x.HasFMA
 	avx2 := x.HasAVX2 && x.HasFMA && x.HasF16C
+	type tile = func(n int, w []byte, ldw int, x []byte, ldx int, dst []float32, ldd int, rows, cols int)
 	for _, k := range []struct {
 		t          quant.Type
 		act        quant.Type
 		vnni, avx2 func(n int, w, x []byte) float32
+		mm         tile // VNNI prefill tile, 4x4
 	}{
-		{quant.Q4_1, quant.Q8_1, vdQ4_1VNNI, vdQ4_1AVX2},
-		{quant.Q5_0, quant.Q8_0, vdQ5_0VNNI, vdQ5_0AVX2},
-		{quant.Q5_1, quant.Q8_1, vdQ5_1VNNI, vdQ5_1AVX2},
-		{quant.IQ4_NL, quant.Q8_0, vdIQ4NLVNNI, vdIQ4NLAVX2},
-		{quant.MXFP4, quant.Q8_0, vdMXFP4VNNI, vdMXFP4AVX2},
+		{quant.Q4_1, quant.Q8_1, vdQ4_1VNNI, vdQ4_1AVX2, nil},
+		{quant.Q5_0, quant.Q8_0, vdQ5_0VNNI, vdQ5_0AVX2, mmQ5_0},
+		{quant.Q5_1, quant.Q8_1, vdQ5_1VNNI, vdQ5_1AVX2, nil},
+		{quant.IQ4_NL, quant.Q8_0, vdIQ4NLVNNI, vdIQ4NLAVX2, mmIQ4NL},
+		{quant.MXFP4, quant.Q8_0, vdMXFP4VNNI, vdMXFP4AVX2, mmMXFP4},
 	} {
-		registerFast(k.t, vnni, &dotImpl{name: "avx512vnni", act: k.act, dot: k.vnni})
+		d := &dotImpl{name: "avx512vnni", act: k.act, dot: k.vnni}
+		if k.mm != nil {
+			d.mm, d.mmRows, d.mmCols = k.mm, 4, 4
+		}
+		registerFast(k.t, vnni, d)
 		registerFast(k.t, avx2, &dotImpl{name: "avx2", act: k.act, dot: k.avx2})
 	}
 	avx512 := x.HasAVX512F && x.HasAVX512BW

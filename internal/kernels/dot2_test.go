@@ -63,7 +63,7 @@ func checkTile(t *testing.T, rng *rand.Rand, typ quant.Type, g *dotImpl, name st
 	t.Helper()
 	rb, _ := typ.RowBytes(int64(n))
 	ldw := int(rb) + rng.IntN(3)*typ.TypeSize()
-	w := make([]byte, ldw*(rows-1)+int(rb))
+	w := make([]byte, ldw*rows) // whole strides, as MatMul's row slices have
 	for r := 0; r < rows; r++ {
 		copy(w[r*ldw:], randRow(rng, typ, n))
 	}
@@ -75,7 +75,7 @@ func checkTile(t *testing.T, rng *rand.Rand, typ quant.Type, g *dotImpl, name st
 	}
 	ab := len(xs[0])
 	ldx, ldd := ab+rng.IntN(2)*4, rows+rng.IntN(3)
-	x := make([]byte, ldx*(cols-1)+ab)
+	x := make([]byte, ldx*cols)
 	for c := range xs {
 		copy(x[c*ldx:], xs[c])
 	}
@@ -216,5 +216,25 @@ func roundTo(typ quant.Type, dst []byte, src []float32) {
 			v = quant.BF16ToF32(quant.F32ToBF16(v))
 		}
 		binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(v))
+	}
+}
+
+// TestQuantTiles runs the quantized prefill tiles on full tiles (the
+// assembly) and on ragged ones and odd block counts (the row-dot fallback).
+func TestQuantTiles(t *testing.T) {
+	rng := rand.New(rand.NewPCG(27, 28))
+	for _, typ := range []quant.Type{quant.Q5_0, quant.IQ4_NL, quant.MXFP4, quant.Q4_1, quant.Q5_1} {
+		g := generic[typ]
+		conv := func(xf []float32) []byte { return convAct(g.act, xf) }
+		for _, f := range fast[typ] {
+			if f.mm == nil {
+				continue
+			}
+			for _, n := range []int{64, 96, 256, 4096 + 64} {
+				for _, rc := range [][2]int{{f.mmRows, f.mmCols}, {f.mmRows, f.mmCols}, {1, f.mmCols}, {f.mmRows, 1}, {3, 2}} {
+					checkTile(t, rng, typ, g, f.name, f.mm, conv, n, rc[0], rc[1])
+				}
+			}
+		}
 	}
 }
