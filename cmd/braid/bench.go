@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"braid/internal/engine"
 	"braid/internal/gguf"
 	"braid/internal/kernels"
 	"braid/internal/model"
@@ -65,6 +66,8 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	asJSON := fs.Bool("json", false, "print a JSON array, one object per row")
 	kvF32 := fs.Bool("kv-f32", false, "float32 KV cache")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the runs to this file (go tool pprof)")
+	var cf clusterFlags
+	cf.register(fs)
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return err
 	}
@@ -102,51 +105,68 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if cf.active() && len(ts) > 1 {
+		return usagef("-t: give one thread count with --workers (this node's threads)")
+	}
+	longest := 1
+	for _, p := range ps {
+		for _, n := range ns {
+			longest = max(longest, p+n)
+		}
+	}
 	var rows []benchRow
 	for _, t := range ts {
-		pool := kernels.NewPool(t)
-		m, err := model.New(file, pool, model.Options{})
-		if err != nil {
-			pool.Close()
-			return err
-		}
-		longest := 1
-		for _, p := range ps {
-			for _, n := range ns {
-				longest = max(longest, p+n)
+		// The backend is the model on this node, or the cluster.
+		var be engine.Backend
+		var release func()
+		if cf.active() {
+			l, err := loadBackend(&modelFlags{path: *path, threads: t, ctx: longest, kvF32: *kvF32, batch: 512}, &cf, 1, stderr)
+			if err != nil {
+				return err
 			}
+			be, release = l.backend, l.Close
+		} else {
+			pool := kernels.NewPool(t)
+			m, err := model.New(file, pool, model.Options{})
+			if err != nil {
+				pool.Close()
+				return err
+			}
+			cache, err := m.NewCache(longest, *kvF32)
+			if err != nil {
+				pool.Close()
+				return err
+			}
+			be, release = engine.NewLocal(m, cache), pool.Close
 		}
-		cache, err := m.NewCache(longest, *kvF32)
-		if err != nil {
-			pool.Close()
-			return err
-		}
+		vocab := be.Vocab()
 		rng := rand.New(rand.NewPCG(1, 2))
-		logits := make([]float32, m.Cfg.Vocab)
+		logits := make([]float32, vocab)
 		var b model.Batch
-		prefill := func(p int) time.Duration {
-			cache.Drop(0)
+		// Decode asks for the best candidate per rank (greedy), what a
+		// generation needs; on one node the rows are full either way.
+		greedy := engine.Output{TopK: 1}
+		prefill := func(p int) (time.Duration, error) {
+			be.Drop(0)
 			b.Reset()
 			for i := 0; i < p; i++ {
-				b.Add(int32(rng.IntN(m.Cfg.Vocab)), int32(i), 0, i == p-1)
+				b.Add(int32(rng.IntN(vocab)), int32(i), 0, i == p-1)
 			}
 			start := time.Now()
-			if err := m.Forward(cache, &b, logits); err != nil {
-				panic(err) // validated shapes: an error here is a bug
-			}
-			return time.Since(start)
+			err := be.Forward(&b, greedy, logits)
+			return time.Since(start), err
 		}
-		decode := func(n int) time.Duration {
-			cache.Drop(0)
+		decode := func(n int) (time.Duration, error) {
+			be.Drop(0)
 			start := time.Now()
 			for i := 0; i < n; i++ {
 				b.Reset()
-				b.Add(int32(rng.IntN(m.Cfg.Vocab)), int32(i), 0, true)
-				if err := m.Forward(cache, &b, logits); err != nil {
-					panic(err)
+				b.Add(int32(rng.IntN(vocab)), int32(i), 0, true)
+				if err := be.Forward(&b, greedy, logits); err != nil {
+					return 0, err
 				}
 			}
-			return time.Since(start)
+			return time.Since(start), nil
 		}
 		for _, p := range ps {
 			for _, n := range ns {
@@ -154,11 +174,18 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 				var pp, tg []float64
 				for r := -1; r < *reps; r++ { // run -1 warms caches and page-ins
 					var dp, dn time.Duration
+					var err error
 					if p > 0 {
-						dp = prefill(p)
+						if dp, err = prefill(p); err != nil {
+							release()
+							return err
+						}
 					}
 					if n > 0 {
-						dn = decode(n)
+						if dn, err = decode(n); err != nil {
+							release()
+							return err
+						}
 					}
 					if r >= 0 {
 						if p > 0 {
@@ -178,8 +205,8 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 				}
 			}
 		}
-		cache.Drop(0)
-		pool.Close()
+		be.Drop(0)
+		release()
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)

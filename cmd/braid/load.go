@@ -6,6 +6,8 @@ import (
 	"io"
 	"runtime"
 
+	"braid/internal/cluster"
+	"braid/internal/engine"
 	"braid/internal/gguf"
 	"braid/internal/kernels"
 	"braid/internal/kvcache"
@@ -30,16 +32,24 @@ func (f *modelFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.batch, "b", 512, "most tokens evaluated in one step (prefill chunk)")
 }
 
-// loaded is a model ready to run, with what it owns.
+// loaded is a model ready to run, with what it owns: on this node (model,
+// pool and cache set) or on a cluster (cl set; model nil). backend runs it
+// either way.
 type loaded struct {
-	file  *gguf.Model
-	model *model.Model
-	pool  *kernels.Pool
-	cache *kvcache.Cache
-	ctx   int
+	file    *gguf.Model
+	model   *model.Model
+	pool    *kernels.Pool
+	cache   *kvcache.Cache
+	ctx     int
+	backend engine.Backend
+	cl      *cluster.Cluster
 }
 
 func (l *loaded) Close() {
+	if l.cl != nil {
+		l.cl.Close()
+		return
+	}
 	l.pool.Close()
 	l.file.Close()
 }
@@ -79,7 +89,7 @@ func loadModel(f *modelFlags, seqs int, stderr io.Writer) (*loaded, error) {
 		file.Close()
 		return nil, err
 	}
-	return &loaded{file: file, model: m, pool: pool, cache: cache, ctx: ctx}, nil
+	return &loaded{file: file, model: m, pool: pool, cache: cache, ctx: ctx, backend: engine.NewLocal(m, cache)}, nil
 }
 
 // defaultThreads is the number of cores this process may use.

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"braid/internal/engine"
 	"braid/internal/model"
 )
 
@@ -21,6 +22,8 @@ func runLogits(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("logits", "-m MODEL --tokens 1,2,3 --out FILE", stderr)
 	var mf modelFlags
 	mf.register(fs)
+	var cf clusterFlags
+	cf.register(fs)
 	tokens := fs.String("tokens", "", "comma-separated token ids")
 	out := fs.String("out", "", "output file: little-endian float32 [positions x vocabulary], row-major")
 	if _, err := parseInterspersed(fs, args); err != nil {
@@ -43,7 +46,7 @@ func runLogits(args []string, stdout, stderr io.Writer) error {
 	if len(ids) > mf.ctx {
 		return usagef("%d tokens do not fit the context of %d (-c)", len(ids), mf.ctx)
 	}
-	l, err := loadModel(&mf, 1, stderr)
+	l, err := loadBackend(&mf, &cf, 1, stderr)
 	if err != nil {
 		return err
 	}
@@ -52,9 +55,9 @@ func runLogits(args []string, stdout, stderr io.Writer) error {
 	for i, id := range ids {
 		b.Add(id, int32(i), 0, true)
 	}
-	V := l.model.Cfg.Vocab
+	V := l.backend.Vocab()
 	logits := make([]float32, len(ids)*V)
-	if err := l.model.Forward(l.cache, &b, logits); err != nil {
+	if err := l.backend.Forward(&b, engine.FullLogits, logits); err != nil {
 		return err
 	}
 	f, err := os.Create(*out)

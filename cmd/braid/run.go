@@ -21,6 +21,8 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("run", "-m MODEL -p TEXT [-n N] [--chat] [--system TEXT] [--temp T] [--top-k K] [--top-p P] [--seed S] [-c CTX] [-t THREADS]", stderr)
 	var mf modelFlags
 	mf.register(fs)
+	var cf clusterFlags
+	cf.register(fs)
 	prompt := fs.String("p", "", "prompt text")
 	n := fs.Int("n", 128, "most tokens to generate")
 	useChat := fs.Bool("chat", false, "wrap the prompt as a user message in the model's chat template")
@@ -47,7 +49,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	if params.RepeatPenalty != 1 {
 		params.RepeatLastN = 64
 	}
-	l, err := loadModel(&mf, 1, stderr)
+	l, err := loadBackend(&mf, &cf, 1, stderr)
 	if err != nil {
 		return err
 	}
@@ -63,15 +65,14 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	ids := tok.Encode(text, true, *useChat)
-	smp, err := sample.New(params, l.model.Cfg.Vocab)
+	smp, err := sample.New(params, l.backend.Vocab())
 	if err != nil {
 		return err
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()
 	dec := tok.NewDecoder()
-	gen := engine.NewGenerator(l.model, l.cache)
-	st, err := gen.Generate(ctx, engine.Request{
+	st, err := l.generate(ctx, engine.Request{
 		Prompt: ids, MaxTokens: *n, Context: l.ctx, Sampler: smp, Stop: tok.IsEOG,
 		Emit: func(id int32) error {
 			_, err := io.WriteString(stdout, dec.Add(id))
