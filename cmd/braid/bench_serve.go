@@ -31,6 +31,7 @@ func runBenchServe(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&c.Dataset, "dataset", "", "JSONL file of {\"prompt\": ..., \"output_len\": N} instead of random prompts")
 	keyFile := fs.String("api-key-file", "", "file whose first line is the API key (OPENAI_API_KEY is used otherwise)")
 	fs.DurationVar(&c.Timeout, "timeout", 10*time.Minute, "per-request timeout")
+	fs.DurationVar(&c.Duration, "duration", 0, "stop sending new requests after this long (soak runs); 0 = send all --num-prompts")
 	jsonOut := fs.String("json", "", "write the summary and per-request timings as JSON to FILE")
 	plotOut := fs.String("plot", "", "write latency distributions and throughput as a PNG to FILE")
 	if _, err := parseInterspersed(fs, args); err != nil {

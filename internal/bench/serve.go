@@ -40,6 +40,9 @@ type ServeConfig struct {
 	// used instead of random prompts (output_len optional).
 	Dataset string
 	Timeout time.Duration // per request; 0 = 10 minutes
+	// Duration, when set, stops sending new requests after this long (a
+	// soak run); NumPrompts stays the upper bound. Requests in flight finish.
+	Duration time.Duration
 	// Log receives progress lines; nil discards them.
 	Log io.Writer
 }
@@ -131,7 +134,7 @@ func RunServe(ctx context.Context, cfg ServeConfig) (*ServeReport, error) {
 			case <-ctx.Done():
 			}
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || (cfg.Duration > 0 && time.Since(start) > cfg.Duration) {
 			rep.Results = rep.Results[:i]
 			break
 		}
