@@ -24,6 +24,12 @@ import (
 	"braid/internal/sysinfo"
 )
 
+// ErrUnavailable is wrapped by every step error that comes from the cluster
+// (a worker that died, hung or lost a link, or is not back yet), as opposed
+// to a bad request: a server answers those with 503. The message goes on
+// to name the rank and its address.
+var ErrUnavailable = errors.New("cluster unavailable")
+
 // Node is one worker as the coordinator knows it.
 type Node struct {
 	// Addr is the worker's control address (braid worker --listen), as the
@@ -521,11 +527,11 @@ func (c *Cluster) reform() error {
 	}
 	ctx := context.Background()
 	if err := c.dialAll(ctx); err != nil {
-		return fmt.Errorf("%w (the cluster failed before: %v)", err, c.broken)
+		return fmt.Errorf("%w: %w (the cluster failed before: %v)", ErrUnavailable, err, c.broken)
 	}
 	if err := c.loadAll(ctx); err != nil {
 		c.teardown(c.broken)
-		return err
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	c.reforms.Add(1)
 	c.log.Info("cluster: re-formed", "ranks", len(c.plan.Ranks))
@@ -607,7 +613,7 @@ func (c *Cluster) step(b *model.Batch, out engine.Output, logits []float32) erro
 	c.ops = c.ops[:0]
 	for _, w := range c.workers {
 		if err := c.send(w, c.buf); err != nil {
-			err = fmt.Errorf("cluster: step %d: %w", c.stepNo, err)
+			err = fmt.Errorf("%w: step %d: %w", ErrUnavailable, c.stepNo, err)
 			c.teardown(err)
 			return err
 		}
@@ -657,7 +663,7 @@ func (c *Cluster) stepError(local error, remote []error) error {
 		all = append(all, c.meshErr(local))
 	}
 	all = append(all, remote...)
-	return fmt.Errorf("cluster: step %d failed: %w", c.stepNo, errors.Join(all...))
+	return fmt.Errorf("%w: step %d failed: %w", ErrUnavailable, c.stepNo, errors.Join(all...))
 }
 
 // merge assembles the output rows from the last stage's results.

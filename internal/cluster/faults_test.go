@@ -122,8 +122,8 @@ func TestKillWorkerMidGeneration(t *testing.T) {
 	if err == nil {
 		t.Fatal("a step with a killed worker succeeded")
 	}
-	if !strings.Contains(err.Error(), "rank 2") || !strings.Contains(err.Error(), w2.addr) {
-		t.Errorf("the error does not name rank 2 at %s: %v", w2.addr, err)
+	if !strings.Contains(err.Error(), "rank 2") || !strings.Contains(err.Error(), w2.addr) || !errors.Is(err, ErrUnavailable) {
+		t.Errorf("the error does not name rank 2 at %s or is not ErrUnavailable: %v", w2.addr, err)
 	}
 	t.Logf("step error: %v", err)
 	// While the worker is down, steps fail fast with the reason.
