@@ -15,7 +15,6 @@ import (
 	"braid/internal/cluster"
 	"braid/internal/dist"
 	"braid/internal/engine"
-	"braid/internal/model"
 )
 
 // clusterFlags are the flags of every command that can run a model across
@@ -148,74 +147,8 @@ func loadBackend(mf *modelFlags, cf *clusterFlags, seqs int, stderr io.Writer) (
 	return &loaded{file: c.File(), ctx: p.Ctx, backend: c, cl: c}, nil
 }
 
-// generate runs one generation on the loaded model: engine.Generator on
-// this node; on a cluster, the same loop over the Backend (until the
-// Generator takes a Backend, when this becomes one call).
+// generate runs one generation on the loaded model, on this node or the
+// cluster (the Generator asks the backend for candidates or full rows).
 func (l *loaded) generate(ctx context.Context, r engine.Request) (engine.Stats, error) {
-	if l.cl == nil {
-		return engine.NewGenerator(l.model, l.cache).Generate(ctx, r)
-	}
-	return generateOn(ctx, l.backend, r)
-}
-
-// generateOn is engine.Generator.Generate over a Backend: the prompt, then
-// up to MaxTokens sampled tokens, asking each step for candidates when the
-// sampler can use them exactly (engine.NeedFor), for full rows otherwise.
-func generateOn(ctx context.Context, b engine.Backend, r engine.Request) (engine.Stats, error) {
-	st := engine.Stats{PromptTokens: len(r.Prompt)}
-	if len(r.Prompt) == 0 {
-		return st, fmt.Errorf("engine: empty prompt")
-	}
-	if r.Context > 0 && len(r.Prompt) >= r.Context {
-		return st, fmt.Errorf("engine: prompt of %d tokens leaves no room in a context of %d", len(r.Prompt), r.Context)
-	}
-	b.Drop(r.Seq)
-	defer b.Drop(r.Seq)
-	logits := make([]float32, b.Vocab())
-	need := func(history int) engine.Output { return engine.NeedFor(r.Sampler.Params(), history, false) }
-	start := time.Now()
-	var batch model.Batch
-	for i, id := range r.Prompt {
-		batch.Add(id, int32(i), r.Seq, i == len(r.Prompt)-1)
-	}
-	if err := b.Forward(&batch, need(len(r.Prompt)), logits); err != nil {
-		return st, err
-	}
-	st.Prefill = time.Since(start)
-	for _, id := range r.Prompt {
-		r.Sampler.Accept(id)
-	}
-	pos := int32(len(r.Prompt))
-	decodeStart := time.Now()
-	for st.GenTokens < r.MaxTokens {
-		if err := ctx.Err(); err != nil {
-			return st, err
-		}
-		id := r.Sampler.Sample(logits)
-		r.Sampler.Accept(id)
-		if st.GenTokens == 0 {
-			st.TTFT = time.Since(start)
-			decodeStart = time.Now()
-		}
-		if r.Stop != nil && r.Stop(id) {
-			break
-		}
-		st.GenTokens++
-		if r.Emit != nil {
-			if err := r.Emit(id); err != nil {
-				return st, err
-			}
-		}
-		if st.GenTokens == r.MaxTokens || (r.Context > 0 && int(pos)+1 >= r.Context) {
-			break
-		}
-		batch.Reset()
-		batch.Add(id, pos, r.Seq, true)
-		pos++
-		if err := b.Forward(&batch, need(int(pos)), logits); err != nil {
-			return st, err
-		}
-	}
-	st.Decode = time.Since(decodeStart)
-	return st, nil
+	return engine.NewGenerator(l.backend).Generate(ctx, r)
 }

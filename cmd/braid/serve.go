@@ -25,9 +25,11 @@ func init() {
 }
 
 func runServe(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("serve", "-m MODEL [--listen 127.0.0.1:8080] [--parallel 8] [-c CTX] [--api-key-file F] [--alias NAME]", stderr)
+	fs := newFlags("serve", "-m MODEL [--listen 127.0.0.1:8080] [--parallel 8] [-c CTX] [--api-key-file F] [--alias NAME] [--workers ... | --cluster FILE]", stderr)
 	var mf modelFlags
 	mf.register(fs)
+	var cf clusterFlags
+	cf.register(fs)
 	listen := fs.String("listen", "127.0.0.1:8080", "address to listen on (port 0 picks a free one; the address is logged)")
 	parallel := fs.Int("parallel", 8, "sequences decoded together; each gets the full context")
 	queue := fs.Int("queue", 0, "requests waiting beyond --parallel before 429 (default 16 x parallel)")
@@ -82,7 +84,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	go func() { served <- srv.Serve(ctx, ln, *grace) }()
 	logf("listening on http://%s (model %q, loading)", ln.Addr(), name)
 
-	l, tok, tmpl, err := loadForServe(&mf, *parallel, logf, stderr)
+	l, tok, tmpl, err := loadForServe(&mf, &cf, *parallel, logf, stderr)
 	if err != nil {
 		srv.SetUnavailable("model failed to load: " + err.Error())
 		stop()
@@ -94,7 +96,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if *noPrefix {
 		prefix = -1
 	}
-	sched, err := engine.NewScheduler(l.model, l.cache, engine.SchedulerConfig{
+	sched, err := engine.NewScheduler(l.backend, engine.SchedulerConfig{
 		Parallel: *parallel, Context: l.ctx, StepTokens: *stepTokens, MaxQueue: *queue, PrefixCache: prefix, IsEOG: tok.IsEOG,
 	})
 	if err != nil {
@@ -108,8 +110,9 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		defer close(schedDone)
 		sched.Run(schedCtx)
 	}()
-	srv.SetReady(&server.Backend{Sched: sched, Tok: tok, Template: tmpl, Vocab: l.model.Cfg.Vocab})
-	logf("ready: %d slots x %d tokens of context, %d threads, KV cache %s", *parallel, l.ctx, mf.threads, sysinfo.FormatBytes(uint64(l.cache.Bytes())))
+	srv.SetReady(&server.Backend{Sched: sched, Tok: tok, Template: tmpl, Vocab: l.backend.Vocab()})
+	kv := l.backend.KVConfig()
+	logf("ready: %d slots x %d tokens of context, %d threads, KV cache %d blocks of %d positions", *parallel, l.ctx, mf.threads, kv.Blocks, kv.BlockSize)
 
 	err = <-served
 	// The HTTP side has drained (or been cancelled); the scheduler goes last
@@ -125,8 +128,10 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 
 // loadForServe checks that parallel full contexts fit in memory, loads the
 // model with a cache for all of them, and finds the tokenizer and template.
-func loadForServe(mf *modelFlags, parallel int, logf func(string, ...any), stderr io.Writer) (*loaded, *tokenizer.Tokenizer, *chat.Template, error) {
-	if f, err := gguf.Open(mf.path); err == nil {
+func loadForServe(mf *modelFlags, cf *clusterFlags, parallel int, logf func(string, ...any), stderr io.Writer) (*loaded, *tokenizer.Tokenizer, *chat.Template, error) {
+	// On a cluster the plan checks every rank's memory; here only this
+	// node's.
+	if f, err := gguf.Open(mf.path); err == nil && !cf.active() {
 		one := estimateMemory(f, mf.ctx)
 		all := one
 		all.kv *= int64(parallel)
@@ -137,7 +142,7 @@ func loadForServe(mf *modelFlags, parallel int, logf func(string, ...any), stder
 				sysinfo.FormatBytes(uint64(all.kv)), parallel, one.ctx, sysinfo.FormatBytes(mem.Usable()))
 		}
 	}
-	l, err := loadModel(mf, parallel, stderr)
+	l, err := loadBackend(mf, cf, parallel, stderr)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -46,7 +46,7 @@ func startBraid(t *testing.T, parallel int) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sched, err := engine.NewScheduler(m, cache, engine.SchedulerConfig{Parallel: parallel, Context: ctxLen, IsEOG: tok.IsEOG})
+	sched, err := engine.NewScheduler(engine.NewLocal(m, cache), engine.SchedulerConfig{Parallel: parallel, Context: ctxLen, IsEOG: tok.IsEOG})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ import (
 // (a worker that died, hung or lost a link, or is not back yet), as opposed
 // to a bad request: a server answers those with 503. The message goes on
 // to name the rank and its address.
-var ErrUnavailable = errors.New("cluster unavailable")
+var ErrUnavailable = engine.ErrUnavailable
 
 // Node is one worker as the coordinator knows it.
 type Node struct {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"math"
 
 	"braid/internal/kvcache"
@@ -43,6 +44,11 @@ type Backend interface {
 	// the workers keep their weights for a fast re-join).
 	Close() error
 }
+
+// ErrUnavailable is wrapped by the errors of a backend that cannot run a
+// step now but may later (a cluster whose node died re-forms by itself):
+// the server answers those requests with 503, not 500.
+var ErrUnavailable = errors.New("backend unavailable")
 
 // Output says what a step must return for its output rows.
 type Output struct {

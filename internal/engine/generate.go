@@ -35,17 +35,17 @@ func rate(n int, d time.Duration) float64 {
 	return float64(n) / d.Seconds()
 }
 
-// Generator runs one sequence at a time on a model and its cache.
+// Generator runs one sequence at a time on a Backend: one node or a
+// cluster.
 type Generator struct {
-	m      *model.Model
-	cache  *kvcache.Cache
+	b      Backend
 	batch  model.Batch
 	logits []float32
 }
 
 // NewGenerator makes a generator; it owns no goroutines.
-func NewGenerator(m *model.Model, cache *kvcache.Cache) *Generator {
-	return &Generator{m: m, cache: cache, logits: make([]float32, m.Cfg.Vocab)}
+func NewGenerator(b Backend) *Generator {
+	return &Generator{b: b, logits: make([]float32, b.Vocab())}
 }
 
 // Request is one generation.
@@ -72,14 +72,17 @@ func (g *Generator) Generate(ctx context.Context, r Request) (Stats, error) {
 	if r.Context > 0 && len(r.Prompt) >= r.Context {
 		return st, fmt.Errorf("engine: prompt of %d tokens leaves no room in a context of %d", len(r.Prompt), r.Context)
 	}
-	g.cache.Drop(r.Seq)
-	defer g.cache.Drop(r.Seq)
+	g.b.Drop(r.Seq)
+	defer g.b.Drop(r.Seq)
+	// On a cluster each step asks for the ranks' best candidates where the
+	// sampler can use them exactly, for full rows otherwise.
+	need := func(history int) Output { return NeedFor(r.Sampler.Params(), history, false) }
 	start := time.Now()
 	g.batch.Reset()
 	for i, id := range r.Prompt {
 		g.batch.Add(id, int32(i), r.Seq, i == len(r.Prompt)-1)
 	}
-	if err := g.m.Forward(g.cache, &g.batch, g.logits); err != nil {
+	if err := g.b.Forward(&g.batch, need(len(r.Prompt)), g.logits); err != nil {
 		return st, err
 	}
 	st.Prefill = time.Since(start)
@@ -113,7 +116,7 @@ func (g *Generator) Generate(ctx context.Context, r Request) (Stats, error) {
 		g.batch.Reset()
 		g.batch.Add(id, pos, r.Seq, true)
 		pos++
-		if err := g.m.Forward(g.cache, &g.batch, g.logits); err != nil {
+		if err := g.b.Forward(&g.batch, need(int(pos)), g.logits); err != nil {
 			return st, err
 		}
 	}

@@ -49,7 +49,7 @@ func TestGreedyFromBOS(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []int32
-	st, err := NewGenerator(m, cache).Generate(context.Background(), Request{
+	st, err := NewGenerator(NewLocal(m, cache)).Generate(context.Background(), Request{
 		Prompt: []int32{1}, MaxTokens: len(g.Greedy), Sampler: smp,
 		Emit: func(id int32) error { got = append(got, id); return nil },
 	})
@@ -106,7 +106,7 @@ func TestGenerateLimits(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			smp, _ := sample.New(p, m.Cfg.Vocab)
 			tc.req.Sampler = smp
-			st, err := NewGenerator(m, cache).Generate(context.Background(), tc.req)
+			st, err := NewGenerator(NewLocal(m, cache)).Generate(context.Background(), tc.req)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v, want error %v", err, tc.wantErr)
 			}

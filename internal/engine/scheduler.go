@@ -211,9 +211,8 @@ type cachedSeq struct {
 // prompts being read, under a token budget. One goroutine (Run) owns the model
 // and the cache; callers reach it only through Submit and Streams.
 type Scheduler struct {
-	m     *model.Model
-	cache *kvcache.Cache
-	cfg   SchedulerConfig
+	b   Backend
+	cfg SchedulerConfig
 
 	incoming chan *Stream
 	pending  atomic.Int64 // submitted and not yet admitted (or dropped)
@@ -233,10 +232,10 @@ type Scheduler struct {
 	logits  []float32
 }
 
-// NewScheduler makes a scheduler over a model and its cache; call Run to
-// start it. The cache must hold at least Parallel*Context positions so that
-// every slot can reach the full context.
-func NewScheduler(m *model.Model, cache *kvcache.Cache, cfg SchedulerConfig) (*Scheduler, error) {
+// NewScheduler makes a scheduler over a backend (one node or a cluster);
+// call Run to start it. The backend's cache must hold at least
+// Parallel*Context positions so that every slot can reach the full context.
+func NewScheduler(b Backend, cfg SchedulerConfig) (*Scheduler, error) {
 	if cfg.Parallel <= 0 {
 		return nil, fmt.Errorf("engine: parallel %d: need at least 1", cfg.Parallel)
 	}
@@ -258,17 +257,17 @@ func NewScheduler(m *model.Model, cache *kvcache.Cache, cfg SchedulerConfig) (*S
 	if cfg.PrefixCache == 0 {
 		cfg.PrefixCache = 4 * cfg.Parallel
 	}
-	cc := cache.Config()
+	cc := b.KVConfig()
 	if have, need := cc.Blocks*cc.BlockSize, cfg.Parallel*cfg.Context; have < need {
 		return nil, fmt.Errorf("engine: cache holds %d positions, %d slots of context %d need %d", have, cfg.Parallel, cfg.Context, need)
 	}
 	s := &Scheduler{
-		m: m, cache: cache, cfg: cfg,
+		b: b, cfg: cfg,
 		incoming: make(chan *Stream, cfg.MaxQueue+cfg.Parallel),
 		stepSeqs: make([]atomic.Int64, cfg.Parallel+1),
-		logits:   make([]float32, cfg.Parallel*m.Cfg.Vocab),
+		logits:   make([]float32, cfg.Parallel*b.Vocab()),
 	}
-	s.kvUsed.Store(int64(cache.Stats().BlocksUsed))
+	s.kvUsed.Store(int64(b.KVStats().BlocksUsed))
 	return s, nil
 }
 
@@ -309,7 +308,7 @@ func (s *Scheduler) Counters() Counters {
 	c := Counters{
 		Steps: s.steps.Load(), PromptTokens: s.promptToks.Load(), ReusedTokens: s.reusedToks.Load(),
 		GenTokens: s.genToks.Load(), Queue: int(s.pending.Load()), Busy: int(s.busy.Load()),
-		KVBlocksUsed: int(s.kvUsed.Load()), KVBlocksTotal: s.cache.Config().Blocks,
+		KVBlocksUsed: int(s.kvUsed.Load()), KVBlocksTotal: s.b.KVConfig().Blocks,
 		CachedSequences: int(s.cachedN.Load()), MaxStepSequences: int(s.maxStep.Load()),
 		StepSequences: make([]int64, len(s.stepSeqs)),
 	}
@@ -443,7 +442,7 @@ func (s *Scheduler) place(st *Stream) (*seq, error) {
 		// Evictions inside reserveRetry shift the LRU, so hold the source
 		// by id, not index.
 		src, srcLen := s.lru[best].id, len(s.lru[best].toks)
-		if err := s.reserveRetry(func() error { return s.cache.CopyPrefix(id, src, n) }); err == nil {
+		if err := s.reserveRetry(func() error { return s.b.CopyPrefix(id, src, n) }); err == nil {
 			q.fed, q.cached = n, n
 			if n == srcLen {
 				// The new sequence extends the cached one; keeping both
@@ -457,8 +456,8 @@ func (s *Scheduler) place(st *Stream) (*seq, error) {
 			}
 		}
 	}
-	if err := s.reserveRetry(func() error { return s.cache.Reserve(id, limit) }); err != nil {
-		s.cache.Drop(id)
+	if err := s.reserveRetry(func() error { return s.b.Reserve(id, limit) }); err != nil {
+		s.b.Drop(id)
 		return nil, fmt.Errorf("engine: no KV room for %d positions: %w", limit, err)
 	}
 	for _, t := range j.Prompt {
@@ -483,7 +482,7 @@ func (s *Scheduler) reserveRetry(op func() error) error {
 func (s *Scheduler) newID() kvcache.SeqID {
 	for {
 		s.nextID++
-		if !s.cache.Has(s.nextID) {
+		if !s.b.Has(s.nextID) {
 			return s.nextID
 		}
 	}
@@ -507,7 +506,7 @@ func (s *Scheduler) longestPrefix(prompt []int32) (int, int) {
 }
 
 func (s *Scheduler) evict(i int) {
-	s.cache.Drop(s.lru[i].id)
+	s.b.Drop(s.lru[i].id)
 	s.lru = append(s.lru[:i], s.lru[i+1:]...)
 	s.cachedN.Store(int64(len(s.lru)))
 }
@@ -517,15 +516,15 @@ func (s *Scheduler) evict(i int) {
 // for a later request to continue.
 func (s *Scheduler) end(q *seq, f Finish, err error, keep bool) {
 	r := Result{Finish: f, Err: err, PromptTokens: len(q.prompt), CachedTokens: q.cached, GenTokens: q.gen, Admitted: q.admitted}
-	n := s.cache.Len(q.id)
-	if keep && s.cfg.PrefixCache > 0 && n > 0 && s.cache.Truncate(q.id, n) == nil {
+	n := s.b.Len(q.id)
+	if keep && s.cfg.PrefixCache > 0 && n > 0 && s.b.Truncate(q.id, n) == nil {
 		if len(s.lru) >= s.cfg.PrefixCache {
 			s.evict(0)
 		}
 		s.lru = append(s.lru, cachedSeq{id: q.id, toks: q.toks[:n]})
 		s.cachedN.Store(int64(len(s.lru)))
 	} else {
-		s.cache.Drop(q.id)
+		s.b.Drop(q.id)
 	}
 	q.st.finish(r)
 }
@@ -564,7 +563,15 @@ func (s *Scheduler) step() {
 		budget -= n
 		s.promptToks.Add(int64(n))
 	}
-	err := s.m.Forward(s.cache, &s.batch, s.logits)
+	// What the output rows must hold: the ranks' best candidates where
+	// every sequence's sampler can use them exactly, else full rows.
+	var out Output
+	for _, q := range s.active {
+		if q.logits >= 0 {
+			out = out.Merge(NeedFor(q.st.job.Sampler.Params(), len(q.toks), q.st.job.TopLogprobs >= 0))
+		}
+	}
+	err := s.b.Forward(&s.batch, out, s.logits)
 	now := time.Now()
 	s.steps.Add(1)
 	s.stepSeqs[decoding].Add(1)
@@ -580,10 +587,19 @@ func (s *Scheduler) step() {
 		clear(s.active)
 		s.active = s.active[:0]
 		s.busy.Store(0)
+		// A cluster re-forms with empty caches after a failed step, so
+		// the cached prefixes may be gone: forget them rather than count
+		// reuse that cannot happen.
+		for i := range s.lru {
+			s.b.Drop(s.lru[i].id)
+		}
+		clear(s.lru)
+		s.lru = s.lru[:0]
+		s.cachedN.Store(0)
 		return
 	}
 	a := s.active[:0]
-	vocab := s.m.Cfg.Vocab
+	vocab := s.b.Vocab()
 	for _, q := range s.active {
 		if q.logits < 0 {
 			a = append(a, q)
@@ -599,7 +615,7 @@ func (s *Scheduler) step() {
 	clear(s.active[len(a):])
 	s.active = a
 	s.busy.Store(int64(len(s.active)))
-	s.kvUsed.Store(int64(s.cache.Stats().BlocksUsed))
+	s.kvUsed.Store(int64(s.b.KVStats().BlocksUsed))
 }
 
 // sampleInto samples q's next token from its logits row and emits it;

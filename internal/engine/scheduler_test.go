@@ -46,7 +46,7 @@ func newScheduler(t *testing.T, m *model.Model, cfg SchedulerConfig) *Scheduler 
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := NewScheduler(m, cache, cfg)
+	s, err := NewScheduler(NewLocal(m, cache), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func generatorRef(t *testing.T, m *model.Model, prompt []int32, n int) []int32 {
 		t.Fatal(err)
 	}
 	var out []int32
-	_, err = NewGenerator(m, cache).Generate(context.Background(), Request{
+	_, err = NewGenerator(NewLocal(m, cache)).Generate(context.Background(), Request{
 		Prompt: prompt, MaxTokens: n, Sampler: greedy(t, m.Cfg.Vocab),
 		Emit: func(id int32) error { out = append(out, id); return nil },
 	})

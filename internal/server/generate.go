@@ -316,6 +316,9 @@ func engineError(err error) *apiError {
 	if errors.Is(err, engine.ErrStopped) {
 		return unavailable("shutting down")
 	}
+	if errors.Is(err, engine.ErrUnavailable) {
+		return unavailable(err.Error())
+	}
 	return &apiError{Status: http.StatusInternalServerError, Type: "server_error", Message: err.Error()}
 }
 

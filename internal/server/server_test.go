@@ -73,7 +73,7 @@ func startServer(t *testing.T, o opts) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sched, err := engine.NewScheduler(m, cache, engine.SchedulerConfig{Parallel: o.parallel, Context: o.ctx, MaxQueue: o.queue, IsEOG: tok.IsEOG})
+	sched, err := engine.NewScheduler(engine.NewLocal(m, cache), engine.SchedulerConfig{Parallel: o.parallel, Context: o.ctx, MaxQueue: o.queue, IsEOG: tok.IsEOG})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +328,7 @@ func TestGreedyMatchesGenerator(t *testing.T) {
 	dec := ts.tok.NewDecoder()
 	var want string
 	var n int
-	_, err := engine.NewGenerator(m, cache).Generate(context.Background(), engine.Request{
+	_, err := engine.NewGenerator(engine.NewLocal(m, cache)).Generate(context.Background(), engine.Request{
 		Prompt: prompt, MaxTokens: 60, Sampler: smp, Stop: ts.tok.IsEOG,
 		Emit: func(id int32) error { want += dec.Add(id); n++; return nil },
 	})
