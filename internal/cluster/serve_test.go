@@ -79,7 +79,7 @@ func TestServeOnWorkers(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		var r struct {
-			Choices []struct{ Text string } `json:"choices"`
+			Choices []struct{ Text string }  `json:"choices"`
 			Error   struct{ Message string } `json:"error"`
 		}
 		if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
