@@ -96,6 +96,9 @@ func TestServeOnWorkers(t *testing.T) {
 	w.kill()
 	code, msg := complete()
 	t.Logf("with the worker dead: %d %s", code, msg)
+	if resp, err := http.Get(url + "/health"); err != nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("/health after a failed step: %v %v, want 503 (degraded)", resp.Status, err)
+	}
 	if code != http.StatusServiceUnavailable || !strings.Contains(msg, "rank 1") {
 		t.Fatalf("with the worker dead: %d %q, want 503 naming rank 1", code, msg)
 	}
@@ -111,6 +114,9 @@ func TestServeOnWorkers(t *testing.T) {
 		t.Fatalf("after the worker came back: %d %q", code, text)
 	}
 	t.Logf("after the worker came back: %q", text)
+	if resp, err := http.Get(url + "/health"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("/health after recovery: %v %v, want 200", resp.Status, err)
+	}
 }
 
 // chanReader drains a channel of lines as a reader.

@@ -223,6 +223,10 @@ type Scheduler struct {
 	busy, kvUsed, cachedN, maxStep         atomic.Int64
 	stepSeqs                               []atomic.Int64
 
+	// degraded is why the last step failed with ErrUnavailable (a cluster
+	// rank down), "" after a step succeeds: /health reports it.
+	degraded atomic.Pointer[string]
+
 	// loop state
 	nextID  kvcache.SeqID
 	waiting []*Stream
@@ -230,6 +234,15 @@ type Scheduler struct {
 	lru     []cachedSeq // oldest first
 	batch   model.Batch
 	logits  []float32
+}
+
+// Degraded is why the backend could not run the last step (a cluster rank
+// down), or "" when the last step ran. It clears with the next good step.
+func (s *Scheduler) Degraded() string {
+	if p := s.degraded.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // NewScheduler makes a scheduler over a backend (one node or a cluster);
@@ -577,6 +590,12 @@ func (s *Scheduler) step() {
 	s.stepSeqs[decoding].Add(1)
 	if int64(decoding) > s.maxStep.Load() {
 		s.maxStep.Store(int64(decoding))
+	}
+	if err != nil && errors.Is(err, ErrUnavailable) {
+		why := err.Error()
+		s.degraded.Store(&why)
+	} else if err == nil && s.degraded.Load() != nil {
+		s.degraded.Store(nil)
 	}
 	if err != nil {
 		// Forward commits nothing of a failed chunk, so these sequences'

@@ -97,6 +97,11 @@ func (s *Server) state() (*Backend, string) {
 	if s.notReady == "" && s.backend != nil && !s.backend.Sched.Running() {
 		return s.backend, "scheduler is not running"
 	}
+	if s.notReady == "" && s.backend != nil {
+		if why := s.backend.Sched.Degraded(); why != "" {
+			return s.backend, "degraded: " + why
+		}
+	}
 	return s.backend, s.notReady
 }
 
