@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"braid/internal/cluster"
 	"braid/internal/engine"
 	"braid/internal/gguf"
 	"braid/internal/kernels"
@@ -39,6 +40,9 @@ type benchRow struct {
 	DecodeTPSMin     float64 `json:"decode_tps_min"`
 	DecodeTPSMax     float64 `json:"decode_tps_max"`
 	PeakRSSBytes     uint64  `json:"peak_rss_bytes"`
+	// Profile is one more decode run timed per rank (--profile, with
+	// --workers).
+	Profile *cluster.Profile `json:"profile,omitempty"`
 }
 
 func parseInts(flagName, s string, min int) ([]int, error) {
@@ -66,6 +70,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	asJSON := fs.Bool("json", false, "print a JSON array, one object per row")
 	kvF32 := fs.Bool("kv-f32", false, "float32 KV cache")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the runs to this file (go tool pprof)")
+	profile := fs.Bool("profile", false, "with --workers: after the runs, one more decode run timed per rank (compute, all-reduce waits, idle; per layer), bytes sent, communication share, frames per step")
 	var cf clusterFlags
 	cf.register(fs)
 	if _, err := parseInterspersed(fs, args); err != nil {
@@ -105,6 +110,9 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if *profile && !cf.active() {
+		return usagef("--profile needs --workers or --cluster (it times the ranks of a split)")
+	}
 	if cf.active() && len(ts) > 1 {
 		return usagef("-t: give one thread count with --workers (this node's threads)")
 	}
@@ -119,12 +127,13 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		// The backend is the model on this node, or the cluster.
 		var be engine.Backend
 		var release func()
+		var cl *cluster.Cluster
 		if cf.active() {
 			l, err := loadBackend(&modelFlags{path: *path, threads: t, ctx: longest, kvF32: *kvF32, batch: 512}, &cf, 1, stderr)
 			if err != nil {
 				return err
 			}
-			be, release = l.backend, l.Close
+			be, release, cl = l.backend, l.Close, l.cl
 		} else {
 			pool := kernels.NewPool(t)
 			m, err := model.New(file, pool, model.Options{})
@@ -196,6 +205,20 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 						}
 					}
 				}
+				if *profile && n > 0 {
+					if err := cl.StartProfile(); err != nil {
+						release()
+						return err
+					}
+					_, err := decode(n)
+					if err == nil {
+						row.Profile, err = cl.StopProfile()
+					}
+					if err != nil {
+						release()
+						return err
+					}
+				}
 				row.PrefillTPSMedian, row.PrefillTPSMin, row.PrefillTPSMax = medianRange(pp)
 				row.DecodeTPSMedian, row.DecodeTPSMin, row.DecodeTPSMax = medianRange(tg)
 				row.PeakRSSBytes = peakRSS()
@@ -220,7 +243,16 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 			fmtRange(r.PrefillTPSMedian, r.PrefillTPSMin, r.PrefillTPSMax), fmtRange(r.DecodeTPSMedian, r.DecodeTPSMin, r.DecodeTPSMax),
 			formatMiB(r.PeakRSSBytes))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if r.Profile != nil {
+			fmt.Fprintf(stdout, "\nprofile: %d decode steps of one sequence (positions 0-%d)\n", r.Profile.Steps, r.GenTokens-1)
+			writeProfile(stdout, r.Profile)
+		}
+	}
+	return nil
 }
 
 func fmtRange(med, lo, hi float64) string {

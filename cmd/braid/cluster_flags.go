@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"braid/internal/cluster"
@@ -151,4 +152,71 @@ func loadBackend(mf *modelFlags, cf *clusterFlags, seqs int, stderr io.Writer) (
 // cluster (the Generator asks the backend for candidates or full rows).
 func (l *loaded) generate(ctx context.Context, r engine.Request) (engine.Stats, error) {
 	return engine.NewGenerator(l.backend).Generate(ctx, r)
+}
+
+// writeProfile prints a cluster profile: per rank the time per step in
+// compute, all-reduce waits, pipeline waits and idle, and bytes sent; per
+// layer where the ranks' all-reduces mark the layers; then the share of the
+// step that is communication and the frames per step.
+func writeProfile(w io.Writer, p *cluster.Profile) {
+	if p.Steps == 0 {
+		fmt.Fprintln(w, "no steps profiled")
+		return
+	}
+	n := float64(p.Steps)
+	us := func(d time.Duration) string { return fmt.Sprintf("%.0f", float64(d.Microseconds())/n) }
+	step := p.StepTime
+	fmt.Fprintf(w, "split %s: step %s µs (coordinator's wall time per step)\n", p.Mode, us(step))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "rank\taddress\tcompute µs\tall-reduce µs\tpipeline µs\tidle µs\tall-reduces\tbytes sent\t")
+	for _, r := range p.Ranks {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%.0f\t%.0f\t\n", r.Rank, r.Addr, us(r.Compute), us(r.AllReduce), us(r.Stage), us(r.Idle),
+			float64(r.AllReduces)/n, float64(r.BytesSent)/n)
+	}
+	tw.Flush()
+	layered := false
+	for _, r := range p.Ranks {
+		layered = layered || len(r.LayerCompute) > 0
+	}
+	if layered {
+		fmt.Fprintln(w, "per layer, µs per step (compute / all-reduce wait):")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprint(tw, "layer\t")
+		for _, r := range p.Ranks {
+			fmt.Fprintf(tw, "rank %d\t", r.Rank)
+		}
+		fmt.Fprintln(tw)
+		lo, hi := -1, 0
+		for _, r := range p.Ranks {
+			if len(r.LayerCompute) > 0 {
+				if lo < 0 || r.First < lo {
+					lo = r.First
+				}
+				hi = max(hi, r.First+len(r.LayerCompute))
+			}
+		}
+		for l := lo; l < hi; l++ {
+			fmt.Fprintf(tw, "%d\t", l)
+			for _, r := range p.Ranks {
+				i := l - r.First
+				if i < 0 || i >= len(r.LayerCompute) {
+					fmt.Fprint(tw, "-\t")
+					continue
+				}
+				fmt.Fprintf(tw, "%s / %s\t", us(r.LayerCompute[i]), us(r.LayerAllReduce[i]))
+			}
+			fmt.Fprintln(tw)
+		}
+		fmt.Fprint(tw, "head\t")
+		for _, r := range p.Ranks {
+			fmt.Fprintf(tw, "%s\t", us(r.HeadCompute))
+		}
+		fmt.Fprintln(tw)
+		tw.Flush()
+	}
+	fmt.Fprintf(w, "communication share of the step: %.1f%% (1 - critical-path compute %s µs / step %s µs)\n",
+		100*p.CommShare, us(p.CriticalCompute), us(step))
+	for _, f := range p.Frames {
+		fmt.Fprintf(w, "frames per step with rank %d (%s): %.2f sent, %.2f received\n", f.Rank, f.Addr, f.Sent, f.Received)
+	}
 }

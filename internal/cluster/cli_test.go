@@ -78,6 +78,12 @@ func TestRunOnWorkers(t *testing.T) {
 	if c != 0 || !strings.Contains(out, "decode_tps_median") {
 		t.Errorf("bench --workers: exit %d, %s %s", c, out, e)
 	}
+	out, e, c = braid(t, "bench", "-m", path, "-p", "0", "-n", "4", "-r", "1", "-t", "1", "--workers", workers, "--split", "tensor", "--profile")
+	for _, want := range []string{"compute µs", "per layer", "communication share of the step", "frames per step with rank 2 (" + w2.addr + "): 1.00 sent, 1.00 received"} {
+		if c != 0 || !strings.Contains(out, want) {
+			t.Errorf("bench --profile: exit %d, output lacks %q:\n%s%s", c, want, out, e)
+		}
+	}
 }
 
 func readF32(t *testing.T, path string) []float32 {

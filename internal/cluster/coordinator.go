@@ -116,6 +116,13 @@ type Cluster struct {
 	lists   [][]model.Candidate
 	closed  bool
 	reforms atomic.Uint64
+
+	// Profiling (StartProfile .. StopProfile): the steps and their wall
+	// time, and the frame counters at the start.
+	profiling    bool
+	profSteps    uint64
+	profTime     time.Duration
+	profCounters []WorkerCounters
 }
 
 var _ engine.Backend = (*Cluster)(nil)
@@ -502,6 +509,10 @@ func (c *Cluster) connectAll(ctx context.Context) error {
 func (c *Cluster) teardown(cause error) {
 	c.broken = cause
 	c.formed = false
+	if c.profiling { // the workers' profiles end with their sessions
+		c.profiling = false
+		c.local.stopProfile(0, c.mesh)
+	}
 	if c.mesh != nil {
 		c.mesh.Close()
 		c.mesh = nil
@@ -607,6 +618,13 @@ func (c *Cluster) Forward(b *model.Batch, out engine.Output, logits []float32) e
 // step is one Step frame to each worker, this rank's shard, and one result
 // from each.
 func (c *Cluster) step(b *model.Batch, out engine.Output, logits []float32) error {
+	if c.profiling {
+		start := time.Now()
+		defer func() {
+			c.profSteps++
+			c.profTime += time.Since(start)
+		}()
+	}
 	c.stepNo++
 	msg := stepMsg{Step: c.stepNo, Full: out.Full, TopK: out.TopK, Ops: c.ops, Batch: *b}
 	c.buf = appendStep(c.buf[:0], &msg)

@@ -39,6 +39,7 @@ const (
 	kindStep    byte = 4 // request: stepMsg (binary); response: result (binary)
 	kindUnload  byte = 5 // request: free the weights
 	kindPing    byte = 6 // request: liveness through the step loop
+	kindProfile byte = 7 // request: u8 1 = start profiling, 0 = stop; response: RankProfile (JSON) at stop
 
 	kindOK       byte = 64 // response: done, kind-specific payload follows
 	kindProgress byte = 65 // response: a progress line; the final answer follows

@@ -71,6 +71,7 @@ func (g *group) Close() error { return nil }
 type swapComm struct {
 	rank, size int
 	c          *dist.Comm
+	prof       *profiler // nil unless profiling
 }
 
 func (s *swapComm) Rank() int { return s.rank }
@@ -83,7 +84,13 @@ func (s *swapComm) AllReduceSum(x []float32) error {
 	if s.c == nil {
 		return errNotFormed
 	}
-	return s.c.AllReduceSum(x)
+	if s.prof == nil {
+		return s.c.AllReduceSum(x)
+	}
+	t0 := time.Now()
+	err := s.c.AllReduceSum(x)
+	s.prof.allReduceDone(t0, time.Now(), len(x))
+	return err
 }
 
 // swapStage is the StageLink of one stage: rank i of the previous stage and
@@ -91,20 +98,33 @@ func (s *swapComm) AllReduceSum(x []float32) error {
 type swapStage struct {
 	stage int // this rank's index in its pipeline
 	c     *dist.Comm
+	prof  *profiler // nil unless profiling
 }
 
 func (s *swapStage) Recv(x []float32) error {
 	if s.c == nil {
 		return errNotFormed
 	}
-	return s.c.RecvFloat32(s.stage-1, x)
+	if s.prof == nil {
+		return s.c.RecvFloat32(s.stage-1, x)
+	}
+	t0 := time.Now()
+	err := s.c.RecvFloat32(s.stage-1, x)
+	s.prof.stageWait(t0, time.Now(), len(x))
+	return err
 }
 
 func (s *swapStage) Send(x []float32) error {
 	if s.c == nil {
 		return errNotFormed
 	}
-	return s.c.SendFloat32(s.stage+1, x)
+	if s.prof == nil {
+		return s.c.SendFloat32(s.stage+1, x)
+	}
+	t0 := time.Now()
+	err := s.c.SendFloat32(s.stage+1, x)
+	s.prof.stageWait(t0, time.Now(), len(x))
+	return err
 }
 
 // rank is one rank's model and cache, and what it needs to run a step: the
@@ -123,6 +143,7 @@ type rank struct {
 	logits []float32
 	cands  []model.Candidate
 	mb     model.Batch
+	prof   *profiler // nil unless profiling
 }
 
 func newRankLinks(sh *model.Shard, world, tp, pp int) (*swapComm, *swapStage) {
@@ -179,6 +200,10 @@ func (r *rank) lastStage() bool { return r.sh.LastStage(r.cfg) }
 // work on the previous one. The logits of the output rows (this rank's
 // vocabulary slice) are left in r.logits.
 func (r *rank) run(step uint64, ops []kvOp, b *model.Batch) (time.Duration, error) {
+	if r.prof != nil {
+		r.prof.beginStep()
+		defer r.prof.endStep()
+	}
 	for i, o := range ops {
 		if err := o.apply(r.cache); err != nil {
 			return 0, fmt.Errorf("KV operation %d of the step (%s): %w", i, o, err)

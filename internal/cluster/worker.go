@@ -283,6 +283,8 @@ func (w *Worker) session(ctx context.Context, tr *dist.TCP) {
 			out = []byte{kindOK}
 		case kindPing:
 			out = []byte{kindOK}
+		case kindProfile:
+			out, err = w.profileRequest(p[1:])
 		default:
 			err = fmt.Errorf("%w: request kind %d", wire.ErrMalformed, p[0])
 		}
