@@ -180,18 +180,6 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-func TestDemo(t *testing.T) {
-	out, errOut, code := braid(t, "", "demo")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut)
-	}
-	for _, want := range []string{"== braid doctor", "== braid inspect", "blk.3.ffn_down.weight", "Q4_K", "single-node load"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("demo output lacks %q", want)
-		}
-	}
-}
-
 // TestLogitsCommand checks braid logits against llama.cpp's logits for the
 // shared reference sequence.
 func TestLogitsCommand(t *testing.T) {

@@ -28,6 +28,7 @@ func runWorker(args []string, stdout, stderr io.Writer) error {
 	memLimit := fs.String("mem-limit", "", "most memory to offer for a shard, e.g. 24G (default: what the node has usable)")
 	modelsDir := fs.String("models-dir", "", "directory searched for a model by file name when it is not at the coordinator's path")
 	timeout := fs.Duration("timeout", dist.DefaultTimeout, "bound on every network wait")
+	exitOnEOF := fs.Bool("exit-on-eof", false, "end when standard input closes (a parent that starts workers, like braid demo, passes a pipe so they end with it)")
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return err
 	}
@@ -71,6 +72,15 @@ func runWorker(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
+	if *exitOnEOF {
+		// Stops with the pipe: when the parent ends, however it ends, the
+		// kernel closes the write end and this read returns.
+		go func() {
+			io.Copy(io.Discard, os.Stdin)
+			log.Info("worker: standard input closed (the parent ended); stopping")
+			cancel()
+		}()
+	}
 	start := time.Now()
 	err = w.Serve(ctx, ln)
 	log.Info("worker: stopped", "uptime", time.Since(start).Round(time.Second))
