@@ -114,8 +114,9 @@ type Cluster struct {
 	buf     []byte
 	merged  []model.Candidate
 	lists   [][]model.Candidate
-	closed  bool
-	reforms atomic.Uint64
+	closed   bool
+	reforms  atomic.Uint64
+	streamed atomic.Uint64
 
 	// Profiling (StartProfile .. StopProfile): the steps and their wall
 	// time, and the frame counters at the start.
@@ -380,6 +381,8 @@ func (c *Cluster) recv(w *worker, progress func(string)) ([]byte, error) {
 			}
 		case kindError:
 			return nil, &remoteError{Rank: w.rank, Addr: w.node.Addr, Msg: string(clip(p[1:]))}
+		case kindStream:
+			return nil, errStreamWanted
 		default:
 			return nil, c.sessErr(w, fmt.Errorf("%w: response kind %d", wire.ErrMalformed, p[0]))
 		}
@@ -412,7 +415,8 @@ func (c *Cluster) loadAll(ctx context.Context) error {
 			path = c.path
 		}
 		m := loadMsg{SHA256: c.sha, Path: path, Size: c.size, Rank: w.rank, World: world, TP: c.mode.TP, PP: c.mode.PP,
-			Shard: c.plan.Ranks[w.rank].Shard, MaxBatch: c.cfg.MaxBatch, Ctx: c.cfg.Ctx, Positions: c.posns, KVF32: c.cfg.KVF32}
+			Shard: c.plan.Ranks[w.rank].Shard, MaxBatch: c.cfg.MaxBatch, Ctx: c.cfg.Ctx, Positions: c.posns, KVF32: c.cfg.KVF32,
+			Stream: true}
 		m.Shard.Notes = nil
 		payload, err := appendJSON(nil, kindLoad, &m)
 		if err != nil {
@@ -421,7 +425,15 @@ func (c *Cluster) loadAll(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[i] = c.call(w, payload, func(s string) { c.progress("%s: %s", c.describe(w.rank), s) })
+			progress := func(s string) { c.progress("%s: %s", c.describe(w.rank), s) }
+			_, err := c.call(w, payload, progress)
+			if errors.Is(err, errStreamWanted) {
+				// The worker has no copy: it waits for the slices.
+				if err = c.streamTo(w); err == nil {
+					_, err = c.recv(w, progress)
+				}
+			}
+			errs[i] = err
 		}()
 	}
 	wg.Wait()

@@ -123,3 +123,8 @@ func (h *hashCache) store(key, sum string) {
 		os.Remove(tmp.Name())
 	}
 }
+
+// ModelSHA256 returns the SHA-256 (hex) and size of the model file at path,
+// remembered in the user's cache directory by path, size and modification
+// time.
+func ModelSHA256(path string) (string, int64, error) { return defaultHashes.SHA256(path) }

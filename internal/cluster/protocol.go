@@ -40,10 +40,12 @@ const (
 	kindUnload  byte = 5 // request: free the weights
 	kindPing    byte = 6 // request: liveness through the step loop
 	kindProfile byte = 7 // request: u8 1 = start profiling, 0 = stop; response: RankProfile (JSON) at stop
+	kindChunk   byte = 8 // after a kindStream answer: the next bytes of the weight stream
 
 	kindOK       byte = 64 // response: done, kind-specific payload follows
 	kindProgress byte = 65 // response: a progress line; the final answer follows
 	kindError    byte = 66 // response: the request failed (UTF-8 text)
+	kindStream   byte = 67 // response to Load: no local copy, stream me the slices (kindChunk frames follow)
 )
 
 // Limits on what a peer may ask for; a frame beyond them is malformed.
@@ -82,6 +84,9 @@ type loadMsg struct {
 	// Positions sizes the KV cache; KVF32 stores it in float32.
 	Positions int  `json:"positions"`
 	KVF32     bool `json:"kv_f32"`
+	// Stream says the coordinator can send the shard's slices when the
+	// worker has no copy of the model.
+	Stream bool `json:"stream"`
 }
 
 // connectMsg asks a loaded worker to join the data-plane mesh.
@@ -422,3 +427,7 @@ func (e *remoteError) Error() string {
 }
 
 var errNotFormed = errors.New("cluster: not formed")
+
+// errStreamWanted is a worker's answer to Load when it has no copy of the
+// model and waits for the coordinator to stream the slices.
+var errStreamWanted = errors.New("the worker asks for its slices")

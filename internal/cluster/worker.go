@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"braid/internal/dist"
@@ -47,6 +48,9 @@ type WorkerConfig struct {
 	// HashCacheDir holds the model hash cache (default: the user's cache
 	// directory).
 	HashCacheDir string
+	// ShardCacheDir keeps the shards streamed from a coordinator (default:
+	// os.UserCacheDir()/braid/shards).
+	ShardCacheDir string
 }
 
 // Worker serves one coordinator at a time: it reports its facts, loads its
@@ -64,8 +68,14 @@ type Worker struct {
 	mu   sync.Mutex
 	sess *dist.TCP // the current session, nil when idle
 
-	// Owned by the session goroutine.
-	cur  *holding
+	// quiet stops load progress lines while the coordinator streams
+	// weights (it reads nothing then); streamed counts the bytes received.
+	quiet    atomic.Bool
+	streamed atomic.Uint64
+
+	// Owned by the session goroutine (and the load it waits for).
+	reqTag wire.Tag // the reply tag of the request being served
+	cur    *holding
 	mesh *dist.TCP
 	step stepMsg
 	res  result
@@ -248,6 +258,7 @@ func (w *Worker) session(ctx context.Context, tr *dist.TCP) {
 			return
 		}
 		reply := wire.Tag{Step: tag.Step, Op: wire.OpResult}
+		w.reqTag = reply
 		send := func(b []byte) bool {
 			if err := tr.SendControl(0, reply, b); err != nil {
 				w.log.Warn("worker: sending a response", "coordinator", coord, "err", err)
@@ -343,7 +354,9 @@ func (w *Worker) loadWithProgress(m *loadMsg, send func([]byte) bool) error {
 		case err := <-done:
 			return err
 		case <-tick.C:
-			send(append([]byte{kindProgress}, stage.get()...))
+			if !w.quiet.Load() {
+				send(append([]byte{kindProgress}, stage.get()...))
+			}
 		}
 	}
 }
@@ -421,7 +434,19 @@ func (w *Worker) load(m *loadMsg, stage func(string)) error {
 	stage("finding the model")
 	path, err := w.findModel(m)
 	if err != nil {
-		return err
+		// No copy of the model: a shard file of this shard, or the
+		// coordinator's stream.
+		if p, where, ok := w.findShard(m); ok {
+			w.log.Info("worker: loading the shard from "+where, "path", p)
+			path, err = p, nil
+		} else if m.Stream {
+			w.log.Info("worker: no local copy of the model; asking the coordinator for the slices", "why", err)
+			if path, err = w.receiveShard(m, stage); err != nil {
+				return err
+			}
+		} else {
+			return err
+		}
 	}
 	stage("opening " + path)
 	f, err := gguf.Open(path)

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+
+	"braid/internal/cluster"
+	"braid/internal/gguf"
+	"braid/internal/model"
+	"braid/internal/plan"
+)
+
+func init() {
+	register("split", "write one shard file per rank (a worker loads its own from --models-dir)", runSplit)
+}
+
+func runSplit(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("split", "-m MODEL (--ranks N | --workers N | --workers HOST:PORT,...) [--split tensor|layer|tensor=T,layer=L] [--tensor-split W,...] --out DIR", stderr)
+	path := fs.String("m", "", "model file (GGUF)")
+	nRanks := fs.Int("ranks", 0, "number of ranks, this node included")
+	workers := fs.String("workers", "", "number of workers (ranks = workers + 1), or their addresses in rank order")
+	split := fs.String("split", "layer", "tensor | layer | tensor=T,layer=L")
+	tsplit := fs.String("tensor-split", "", "weights per rank, in rank order, e.g. 3,1 (default: even)")
+	out := fs.String("out", "", "directory for the shard files (created if needed)")
+	if _, err := parseInterspersed(fs, args); err != nil {
+		return err
+	}
+	if *path == "" || *out == "" {
+		return usagef("-m MODEL and --out DIR are required")
+	}
+	n := *nRanks
+	switch {
+	case *workers != "" && n != 0:
+		return usagef("give --ranks or --workers, not both")
+	case *workers != "":
+		if k, err := strconv.Atoi(*workers); err == nil {
+			if k < 1 {
+				return usagef("--workers %d: need at least one worker", k)
+			}
+			n = k + 1
+		} else {
+			n = len(strings.Split(*workers, ",")) + 1
+		}
+	case n < 2:
+		return usagef("--ranks N (at least 2) or --workers is required")
+	}
+	mode, err := plan.ParseMode(*split, n)
+	if err != nil {
+		return usageError{err}
+	}
+	var weights []float64
+	if *tsplit != "" {
+		for i, s := range strings.Split(*tsplit, ",") {
+			v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+			if err != nil || !(v > 0) || math.IsInf(v, 0) {
+				return usagef("--tensor-split: item %d %q is not a positive number", i, s)
+			}
+			weights = append(weights, v)
+		}
+		if len(weights) != n {
+			return usagef("--tensor-split has %d weights for %d ranks", len(weights), n)
+		}
+	}
+	f, err := gguf.Open(*path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if len(f.Files) > 1 {
+		return fmt.Errorf("%s is a model in %d parts: merge it first (braid split reads one file)", *path, len(f.Files))
+	}
+	c, err := model.ReadConfig(f)
+	if err != nil {
+		return err
+	}
+	ranks := make([]plan.Rank, n)
+	for i := range ranks {
+		ranks[i].Name = "rank" + strconv.Itoa(i)
+	}
+	p, err := plan.Make(f, plan.Request{Ranks: ranks, Mode: mode, Weights: weights, Ctx: min(c.Context, 4096)})
+	var fe *plan.FitError
+	if err != nil && !errors.As(err, &fe) {
+		return err
+	}
+	fmt.Fprintf(stderr, "braid: hashing %s\n", *path)
+	sha, _, err := cluster.ModelSHA256(*path)
+	if err != nil {
+		return err
+	}
+	shards := make([]model.Shard, n)
+	for i := range shards {
+		shards[i] = p.Ranks[i].Shard
+	}
+	paths, err := cluster.WriteShards(f, sha, shards, mode.String(), *out, stderr)
+	if err != nil {
+		return err
+	}
+	for _, s := range paths {
+		fmt.Fprintln(stdout, s)
+	}
+	fmt.Fprintf(stderr, "braid: give each worker its file's directory as --models-dir (copy with cp --sparse=always or rsync -S: the files are sparse)\n")
+	return nil
+}

@@ -1,0 +1,152 @@
+package cluster
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"braid/internal/gguf"
+	"braid/internal/modelgen"
+	"braid/internal/quant"
+)
+
+// streamModel writes a small llama model whose every split is a real one
+// (8 heads over 4 KV heads, Q8_0, 256-wide) and returns its path.
+func streamModel(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "llama-stream.gguf")
+	cfg := modelgen.Config{Arch: "llama", Layers: 3, Embd: 256, FF: 768, Heads: 8, KVHeads: 4, Vocab: 512, Context: 256,
+		Type: quant.Q8_0, Seed: 7}
+	if err := modelgen.WriteFile(path, cfg); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// openAt forms a cluster whose workers are told the model is at a path that
+// does not exist on their node.
+func openAt(t *testing.T, path, split string, weights []float64, workers ...*proc) *Cluster {
+	t.Helper()
+	cfg := Config{Model: path, Split: split, TensorSplit: weights, Threads: 1, MaxBatch: 16, Ctx: 64, KVF32: true,
+		Timeout: 10 * time.Second, ConnectTimeout: 5 * time.Second, Logger: quietLogger(t), HashCacheDir: t.TempDir()}
+	for _, w := range workers {
+		cfg.Nodes = append(cfg.Nodes, Node{Addr: w.addr, Model: "/nonexistent/braid/" + filepath.Base(path)})
+	}
+	c, err := Open(context.Background(), cfg)
+	if err != nil {
+		for _, w := range workers {
+			t.Logf("worker %s stderr:\n%s", w.addr, w.stderr())
+		}
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestStreamWeights: workers without a copy of the model (the path does not
+// exist there, --models-dir is empty) receive their slices from the
+// coordinator, generate what world 1 generates, and load from their cache
+// the next time, streaming nothing.
+func TestStreamWeights(t *testing.T) {
+	path := streamModel(t)
+	ref, vocab := world1(t, path)
+	empty := t.TempDir()
+	w1 := startWorker(t, "127.0.0.1:0", workerEnv(t), "--models-dir", empty)
+	w2 := startWorker(t, "127.0.0.1:0", workerEnv(t), "--models-dir", empty)
+	for _, split := range []string{"tensor", "layer"} {
+		c := openAt(t, path, split, nil, w1, w2)
+		if c.StreamedBytes() == 0 {
+			t.Errorf("%s: the coordinator streamed nothing to workers without the model", split)
+		}
+		got, err := generate(t, vocab, c.Forward, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkAgainst(t, path+"-"+split, ref, got, vocab, false)
+		// Unload frees the workers' weights: the next load reads them again.
+		if err := c.Unload(); err != nil {
+			t.Fatal(err)
+		}
+		c = openAt(t, path, split, nil, w1, w2)
+		if n := c.StreamedBytes(); n != 0 {
+			t.Errorf("%s: the second load streamed %d bytes; the workers should have loaded their cache", split, n)
+		}
+		got, err = generate(t, vocab, c.Forward, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkAgainst(t, path+"-"+split+"-cached", ref, got, vocab, false)
+		c.Unload()
+	}
+	for _, w := range []*proc{w1, w2} {
+		log := w.stderr()
+		if n := strings.Count(log, "received and cached the shard"); n != 2 {
+			t.Errorf("worker %s received %d shards, want 2 (tensor, layer):\n%s", w.addr, n, log)
+		}
+		if n := strings.Count(log, "loading the shard from the shard cache"); n != 2 {
+			t.Errorf("worker %s loaded %d shards from its cache, want 2:\n%s", w.addr, n, log)
+		}
+	}
+}
+
+// TestSplitFiles: `braid split` writes one shard file per rank, holding
+// only that rank's slices, and workers load theirs from --models-dir
+// without a copy of the model or any streaming.
+func TestSplitFiles(t *testing.T) {
+	path := streamModel(t)
+	ref, vocab := world1(t, path)
+	for _, split := range []string{"tensor", "layer"} {
+		dir := t.TempDir()
+		out, errOut, code := braid(t, "split", "-m", path, "--workers", "2", "--split", split, "--tensor-split", "1,1,1", "--out", dir)
+		if code != 0 {
+			t.Fatalf("braid split: exit %d: %s", code, errOut)
+		}
+		files := strings.Fields(out)
+		if len(files) != 3 {
+			t.Fatalf("braid split printed %q, want 3 files", out)
+		}
+		full, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for r, f := range files {
+			m, err := gguf.Open(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rank, _ := m.Uint(keyShardRank)
+			held, _ := m.Uint(keyShardBytes)
+			m.Close()
+			if rank != uint64(r) || held == 0 || held > uint64(full.Size())*3/4 {
+				t.Errorf("%s: rank %d file says rank %d holding %d bytes of a %d-byte model", split, r, rank, held, full.Size())
+			}
+		}
+		// Each worker sees only its own file.
+		var ws []*proc
+		for r := 1; r <= 2; r++ {
+			own := t.TempDir()
+			if err := os.Link(files[r], filepath.Join(own, filepath.Base(files[r]))); err != nil {
+				t.Fatal(err)
+			}
+			ws = append(ws, startWorker(t, "127.0.0.1:0", workerEnv(t), "--models-dir", own))
+		}
+		c := openAt(t, path, split, []float64{1, 1, 1}, ws...)
+		if n := c.StreamedBytes(); n != 0 {
+			t.Errorf("%s: %d bytes streamed to workers that hold shard files", split, n)
+		}
+		got, err := generate(t, vocab, c.Forward, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkAgainst(t, path+"-split-"+split, ref, got, vocab, false)
+		c.Close()
+		for _, w := range ws {
+			if !strings.Contains(w.stderr(), "loading the shard from a shard file under --models-dir") {
+				t.Errorf("worker %s did not say it loaded its shard file:\n%s", w.addr, w.stderr())
+			}
+			w.kill()
+		}
+	}
+}
