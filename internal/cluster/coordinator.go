@@ -109,11 +109,11 @@ type Cluster struct {
 	formed  bool
 	broken  error // why the last step failed; cleared by a re-form
 
-	stepNo  uint64
-	ops     []kvOp
-	buf     []byte
-	merged  []model.Candidate
-	lists   [][]model.Candidate
+	stepNo   uint64
+	ops      []kvOp
+	buf      []byte
+	merged   []model.Candidate
+	lists    [][]model.Candidate
 	closed   bool
 	reforms  atomic.Uint64
 	streamed atomic.Uint64

@@ -76,10 +76,10 @@ type Worker struct {
 	// Owned by the session goroutine (and the load it waits for).
 	reqTag wire.Tag // the reply tag of the request being served
 	cur    *holding
-	mesh *dist.TCP
-	step stepMsg
-	res  result
-	out  []byte
+	mesh   *dist.TCP
+	step   stepMsg
+	res    result
+	out    []byte
 }
 
 // holding is a loaded shard.
