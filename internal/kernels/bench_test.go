@@ -42,8 +42,13 @@ func BenchmarkMatMul(b *testing.B) {
 	defer p.Close()
 	for _, typ := range benchTypes {
 		for _, s := range benchShapes {
-			for _, n := range []int{1, 512} {
-				if n > 1 && !(typ == quant.Q8_0 || typ == quant.Q4_0 || typ == quant.F16 || typ == quant.Q4_K || typ == quant.Q6_K) {
+			for _, n := range []int{1, 8, 512} {
+				// n=8 is a batched decode step of 8 sequences, which the
+				// K-quant multi-column tiles are for.
+				if n == 8 && !(typ == quant.Q2_K || typ == quant.Q3_K || typ == quant.Q4_K || typ == quant.Q5_K || typ == quant.Q6_K || typ == quant.IQ4_XS) {
+					continue
+				}
+				if n == 512 && !(typ == quant.Q8_0 || typ == quant.Q4_0 || typ == quant.F16 || typ == quant.Q4_K || typ == quant.Q6_K) {
 					continue
 				}
 				if n > 1 && !(s == [2]int{4096, 4096} || s == [2]int{2048, 8192}) {

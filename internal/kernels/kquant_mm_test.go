@@ -1,0 +1,169 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"braid/internal/quant"
+)
+
+// kqTiled returns the candidates of typ (this CPU's) that have a K-quant
+// tile, i.e. take the tile activation layout through wideAct.
+func kqTiled(typ quant.Type) []*dotImpl {
+	var out []*dotImpl
+	for _, d := range fast[typ] {
+		if d.mmWide != nil {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// TestKQuantTileVsDot checks every tile shape (full and edge) against the
+// reference row dot for every row and column: random, raw (-128 included),
+// extreme-scale and zero data. The integer sums are exact in both; the
+// float combination differs in order only, so the tolerance is that of
+// TestKQuantFastVsRef, and all-zero blocks must give exactly zero.
+func TestKQuantTileVsDot(t *testing.T) {
+	for _, typ := range kqTypes {
+		for _, impl := range kqTiled(typ) {
+			mins := typ != quant.Q6_K
+			for _, c := range kqCases(true) {
+				for rows := 1; rows <= impl.mmRows; rows++ {
+					for cols := 1; cols <= impl.mmCols; cols++ {
+						name := fmt.Sprintf("%s/%s/%s/%dx%d", typ, impl.name, c.name, rows, cols)
+						r := kqRand(name)
+						ldw := c.n / 256 * typ.TypeSize()
+						ldx := 4 * c.n
+						ldd := rows + 3
+						w := make([]byte, 0, rows*ldw)
+						for i := 0; i < rows; i++ {
+							w = append(w, kqRandWeights(r, typ, c.n/256, c.wmode)...)
+						}
+						xs := make([][]byte, cols)
+						xt := make([]byte, cols*ldx)
+						for j := range xs {
+							xs[j] = kqRandActs(r, c.n, c.xmode)
+							for b := 0; b < c.n/256; b++ {
+								kqTileBlock(xt[j*ldx+b*kqTileSize:], xs[j][b*kqQ8KSize:(b+1)*kqQ8KSize], mins)
+							}
+						}
+						dst := make([]float32, cols*ldd)
+						for i := range dst {
+							dst[i] = float32(math.NaN()) // untouched slots stay NaN
+						}
+						impl.mmWide(c.n, w, ldw, xt, ldx, dst, ldd, rows, cols)
+						for j := 0; j < cols; j++ {
+							for i := 0; i < ldd; i++ {
+								got := dst[j*ldd+i]
+								if i >= rows {
+									if !math.IsNaN(float64(got)) {
+										t.Fatalf("%s: wrote dst[%d,%d] outside the tile", name, j, i)
+									}
+									continue
+								}
+								wi := w[i*ldw : (i+1)*ldw]
+								want := generic[typ].dot(c.n, wi, xs[j])
+								if c.wmode == "zero" {
+									if got != 0 {
+										t.Fatalf("%s: [%d,%d] = %g, want 0", name, j, i, got)
+									}
+									continue
+								}
+								tol := 1e-6*kqMagnitude(typ, wi, xs[j], c.n) + 1e-30
+								if math.Abs(float64(got)-float64(want)) > tol {
+									t.Fatalf("%s: [%d,%d] = %.9g, reference %.9g (diff %.3g > tol %.3g)", name, j, i, got, want, got-want, tol)
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestKQuantTileLayout checks the activation converter against the
+// layout's definition on quantized floats.
+func TestKQuantTileLayout(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	src := make([]float32, 512)
+	for i := range src {
+		src[i] = float32(r.NormFloat64())
+	}
+	src[7] = -30
+	q := make([]byte, 2*kqQ8KSize)
+	if err := quant.Quantize(quant.Q8_K, src, q); err != nil {
+		t.Fatal(err)
+	}
+	for _, mins := range []bool{true, false} {
+		dst := make([]byte, 4*len(src))
+		kqTileAct(mins)(dst, src)
+		for b := 0; b < 2; b++ {
+			y, tb := q[b*kqQ8KSize:], dst[b*kqTileSize:]
+			for e := 0; e < 256; e++ {
+				g, k, i := e/16, (e%16)/4, e%4
+				if tb[64*k+4*g+i] != y[kqQ8KQS+e] {
+					t.Fatalf("mins=%v block %d value %d misplaced", mins, b, e)
+				}
+			}
+			d := kqF32(y)
+			if kqF32(tb[kqTileD:]) != d {
+				t.Fatalf("mins=%v block %d: d", mins, b)
+			}
+			for g := 0; g < 16; g++ {
+				bs := kqI16(y[kqQ8KBsums+2*g:])
+				ex := tb[kqTileExtra+4*g:]
+				if mins && kqF32(ex) != d*float32(bs) || !mins && int32(uint32(ex[0])|uint32(ex[1])<<8|uint32(ex[2])<<16|uint32(ex[3])<<24) != -32*bs {
+					t.Fatalf("mins=%v block %d: extra %d", mins, b, g)
+				}
+			}
+		}
+	}
+}
+
+// TestMatMulKQuant compares MatMul for the K-quants at batch sizes of
+// batched decode and prefill with a float64 loop over the dequantized
+// weights and Q8_K activations, on ragged row counts and several threads.
+func TestMatMulKQuant(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	type shape struct{ rows, cols, n int }
+	var shapes []shape
+	for _, n := range []int{2, 3, 4, 5, 8, 17} {
+		shapes = append(shapes, shape{37, 512, n})
+	}
+	shapes = append(shapes, shape{131, 256, 8}, shape{9, 768, 512})
+	for _, threads := range []int{1, 3} {
+		p := NewPool(threads)
+		for _, typ := range kqTypes {
+			for _, s := range shapes {
+				w := &Matrix{Type: typ, Rows: s.rows, Cols: s.cols, Data: kqRandWeights(rng, typ, s.rows*s.cols/256, "rand")}
+				x := make([]float32, s.n*s.cols)
+				for i := range x {
+					x[i] = float32(rng.NormFloat64())
+				}
+				x[rng.IntN(len(x))] = 25
+				dst := make([]float32, s.n*s.rows)
+				p.MatMul(dst, w, x, s.n)
+				ldw := s.cols / 256 * typ.TypeSize()
+				for j := 0; j < s.n; j++ {
+					xq := make([]byte, s.cols/256*kqQ8KSize)
+					if err := quant.Quantize(quant.Q8_K, x[j*s.cols:(j+1)*s.cols], xq); err != nil {
+						t.Fatal(err)
+					}
+					for i := 0; i < s.rows; i++ {
+						wi := w.Data[i*ldw : (i+1)*ldw]
+						want := kqDot64(typ, wi, xq, s.cols)
+						tol := 2e-6*kqMagnitude(typ, wi, xq, s.cols) + 1e-30
+						if got := dst[j*s.rows+i]; math.Abs(float64(got)-want) > tol {
+							t.Fatalf("threads=%d %s %dx%d n=%d: dst[%d,%d] = %.9g, want %.9g (tol %.3g)", threads, typ, s.rows, s.cols, s.n, j, i, got, want, tol)
+						}
+					}
+				}
+			}
+		}
+		p.Close()
+	}
+}
