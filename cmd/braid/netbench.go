@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"braid/internal/cluster"
 	"braid/internal/dist"
 )
 
@@ -21,13 +22,14 @@ func init() {
 }
 
 func runNetbench(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("netbench", "(--local N | --rank R --addrs ADDR0,ADDR1,... [--listen ADDR]) [flags]", stderr)
+	fs := newFlags("netbench", "(--workers HOST:PORT,... | --cluster FILE | --local N | --rank R --addrs ADDR0,ADDR1,... [--listen ADDR]) [flags]", stderr)
+	var cf clusterFlags
+	cf.register(fs)
 	local := fs.Int("local", 0, "start `N` ranks in this process, joined over loopback TCP")
 	inproc := fs.Bool("inproc", false, "with --local: use the in-process transport instead of TCP (software overhead only)")
 	rank := fs.Int("rank", -1, "this process's rank, for a run across processes or machines (rank 0 prints the report)")
 	addrs := fs.String("addrs", "", "comma-separated address at which this rank reaches each rank, in rank order (own entry ignored)")
 	listen := fs.String("listen", "", "address this rank listens on for lower ranks (default: the port of its --addrs entry on all interfaces)")
-	secretFile := fs.String("secret-file", "", "file holding the cluster's shared secret (else BRAID_SECRET; without one, loopback peers only)")
 	stripes := fs.Int("stripes", 1, "TCP connections per pair; messages of 1 MiB and more are striped over them")
 	jsonOut := fs.Bool("json", false, "print the report as JSON")
 	minBytes := fs.String("min-bytes", "1K", "smallest all-reduce size")
@@ -61,7 +63,7 @@ func runNetbench(args []string, stdout, stderr io.Writer) error {
 		}
 		cfg.Algos = append(cfg.Algos, al)
 	}
-	secret, err := dist.LoadSecret(*secretFile)
+	secret, err := dist.LoadSecret(cf.secretFile)
 	if err != nil {
 		return err
 	}
@@ -71,6 +73,20 @@ func runNetbench(args []string, stdout, stderr io.Writer) error {
 
 	var rep *dist.NetbenchReport
 	switch {
+	case cf.active() && (*local > 0 || *rank >= 0):
+		return usagef("--workers/--cluster, --local and --rank exclude each other")
+	case cf.active():
+		// This node is rank 0, the workers follow in their order, over the
+		// data plane a model would use (the same addresses per pair).
+		ccfg, err := cf.config("-")
+		if err != nil {
+			return err
+		}
+		ccfg.Stripes, ccfg.Timeout, ccfg.Logger = *stripes, *timeout, log
+		rep, err = cluster.Netbench(ctx, ccfg, cfg)
+		if err != nil {
+			return err
+		}
 	case *local > 0 && *rank >= 0:
 		return usagef("--local and --rank exclude each other")
 	case *local > 0:

@@ -33,14 +33,15 @@ import (
 
 // Message kinds: the first byte of every session payload.
 const (
-	kindInfo    byte = 1 // request: what are you? response: infoMsg (JSON)
-	kindLoad    byte = 2 // request: loadMsg (JSON); responses: progress..., then ok
-	kindConnect byte = 3 // request: connectMsg (JSON): form the data-plane mesh
-	kindStep    byte = 4 // request: stepMsg (binary); response: result (binary)
-	kindUnload  byte = 5 // request: free the weights
-	kindPing    byte = 6 // request: liveness through the step loop
-	kindProfile byte = 7 // request: u8 1 = start profiling, 0 = stop; response: RankProfile (JSON) at stop
-	kindChunk   byte = 8 // after a kindStream answer: the next bytes of the weight stream
+	kindInfo     byte = 1 // request: what are you? response: infoMsg (JSON)
+	kindLoad     byte = 2 // request: loadMsg (JSON); responses: progress..., then ok
+	kindConnect  byte = 3 // request: connectMsg (JSON): form the data-plane mesh
+	kindStep     byte = 4 // request: stepMsg (binary); response: result (binary)
+	kindUnload   byte = 5 // request: free the weights
+	kindPing     byte = 6 // request: liveness through the step loop
+	kindProfile  byte = 7 // request: u8 1 = start profiling, 0 = stop; response: RankProfile (JSON) at stop
+	kindChunk    byte = 8 // after a kindStream answer: the next bytes of the weight stream
+	kindNetbench byte = 9 // request: netbenchMsg (JSON): join a netbench mesh; responses: progress..., then ok
 
 	kindOK       byte = 64 // response: done, kind-specific payload follows
 	kindProgress byte = 65 // response: a progress line; the final answer follows

@@ -296,6 +296,15 @@ func (w *Worker) session(ctx context.Context, tr *dist.TCP) {
 			out = []byte{kindOK}
 		case kindProfile:
 			out, err = w.profileRequest(p[1:])
+		case kindNetbench:
+			var m netbenchMsg
+			if err = parseJSON(p[1:], &m); err != nil {
+				break
+			}
+			// No progress lines: the coordinator runs the same collectives
+			// meanwhile and reads the answer when they end, together.
+			err = w.netbench(ctx, &m)
+			out = []byte{kindOK}
 		default:
 			err = fmt.Errorf("%w: request kind %d", wire.ErrMalformed, p[0])
 		}
@@ -340,13 +349,18 @@ func (w *Worker) info() *infoMsg {
 	return m
 }
 
-// loadWithProgress runs the load while telling the coordinator how it goes
-// every second, so that a long load is not mistaken for a hung worker.
+// loadWithProgress runs the load while telling the coordinator how it goes.
 func (w *Worker) loadWithProgress(m *loadMsg, send func([]byte) bool) error {
+	return w.withProgress(send, func(stage func(string)) error { return w.load(m, stage) })
+}
+
+// withProgress runs a long request while telling the coordinator how it
+// goes every second, so that it is not mistaken for a hung worker.
+func (w *Worker) withProgress(send func([]byte) bool, run func(stage func(string)) error) error {
 	done := make(chan error, 1)
 	var stage syncString
 	stage.set("starting")
-	go func() { done <- w.load(m, stage.set) }()
+	go func() { done <- run(stage.set) }()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
