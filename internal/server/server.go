@@ -97,11 +97,6 @@ func (s *Server) state() (*Backend, string) {
 	if s.notReady == "" && s.backend != nil && !s.backend.Sched.Running() {
 		return s.backend, "scheduler is not running"
 	}
-	if s.notReady == "" && s.backend != nil {
-		if why := s.backend.Sched.Degraded(); why != "" {
-			return s.backend, "degraded: " + why
-		}
-	}
 	return s.backend, s.notReady
 }
 
@@ -202,7 +197,15 @@ func writeError(w http.ResponseWriter, e *apiError) {
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
-	if _, why := s.state(); why != "" {
+	b, why := s.state()
+	// Degraded is reported but does not turn requests away: the next
+	// request's step is what re-forms a cluster whose rank came back.
+	if why == "" && b != nil {
+		if d := b.Sched.Degraded(); d != "" {
+			why = "degraded: " + d
+		}
+	}
+	if why != "" {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": why})
 		return
 	}
