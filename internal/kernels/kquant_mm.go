@@ -26,15 +26,17 @@ import (
 //	            group's scale applies per lane after all four.
 //	[256, 320)  16 four-byte extras per group g, by format: d*bsum_g as
 //	            float32 for the formats with mins (Q4_K, Q5_K: the min term
-//	            is then one float multiply-add per lane), -32*bsum_g as
-//	            int32 for Q6_K (the start of each lane's integer sum, which
-//	            takes out Q6_K's offset of 32).
+//	            is then one float multiply-add per lane), kqTileMagic -
+//	            32*bsum_g as int32 for Q6_K (the start of each lane's
+//	            integer sum: it takes out Q6_K's offset of 32, and the
+//	            magic lets the sum be read as the float kqTileMagic + sum).
 //	[320, 324)  d, float32.
 //
 // The Q8_K values are exactly the row dot's (the same quantizer), so
 // tiles and row dots differ only in the order of float operations.
 const (
-	kqTileSize  = 384 // a multiple of 64: blocks stay cache-line aligned
+	kqTileMagic = 0x4b400000 // float32 bits of 1.5*2^23: x+sum for |sum| < 2^22
+	kqTileSize  = 384        // a multiple of 64: blocks stay cache-line aligned
 	kqTileExtra = 256
 	kqTileD     = 320
 )
@@ -79,7 +81,7 @@ func kqTileBlock(t, y []byte, mins bool) {
 		if mins {
 			v = math.Float32bits(d * float32(bs))
 		} else {
-			v = uint32(-32 * bs)
+			v = uint32(kqTileMagic - 32*bs)
 		}
 		binary.LittleEndian.PutUint32(t[kqTileExtra+4*g:], v)
 	}
@@ -88,7 +90,7 @@ func kqTileBlock(t, y []byte, mins bool) {
 
 // kqTile runs a tile table (tab[rows-1][cols-1]) on one tile of MatMul,
 // checking the operands so the assembly never reads past a slice.
-func kqTile(tab *[2][4]kqTileFunc, wsize int, n int, w []byte, ldw int, x []byte, ldx int, dst []float32, ldd int, rows, cols int) {
+func kqTile(tab [][]kqTileFunc, wsize int, n int, w []byte, ldw int, x []byte, ldx int, dst []float32, ldd int, rows, cols int) {
 	nb := n / 256
 	if n%256 != 0 || rows < 1 || rows > len(tab) || cols < 1 || cols > len(tab[0]) || nb == 0 ||
 		len(w) < (rows-1)*ldw+nb*wsize || len(x) < (cols-1)*ldx+nb*kqTileSize || len(dst) < (cols-1)*ldd+rows {

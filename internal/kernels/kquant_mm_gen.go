@@ -23,10 +23,7 @@
 // codes, a per-lane VPSRLVD brings each group's nibble down, and a mask (a
 // ternary-logic merge with the high bits for Q5_K and Q6_K) finishes it.
 //
-// Registers: Z0-Z7 float accumulators (C*r + c), Z8-Z15 weights (4*r +
-// k), Z16-Z17 scale lanes per row, Z18-Z19 min lanes per row (Q4_K, Q5_K),
-// Z20-Z23 temporaries of the unpacking, Z24-Z27 per-product temporaries,
-// Z28 0x0f bytes, Z29 0x30 (Q6_K) or 0x10 (Q5_K) bytes.
+// Registers: see regs.
 package main
 
 import (
@@ -34,10 +31,13 @@ import (
 	"fmt"
 	gofmt "go/format"
 	"os"
+	"strings"
 )
 
 type format struct {
 	name   string
+	rmax   int  // tile rows (the main shape), edges use fewer
+	cmax   int  // tile columns
 	size   int  // bytes per super-block
 	mins   bool // Q4_K/Q5_K: 6-bit scales and mins, f16 d, dmin at 0
 	q6     bool // Q6_K: ql, qh, int8 scales, f16 d at 208
@@ -48,10 +48,16 @@ type format struct {
 }
 
 var formats = []format{
-	{name: "Q4K", size: 144, mins: true, qsOff: 16, idxSym: "kqmmIdxK4", shSym: "kqmmShK4"},
-	{name: "Q5K", size: 176, mins: true, q5: true, qsOff: 48, idxSym: "kqmmIdxK4", shSym: "kqmmShK4"},
-	{name: "Q6K", size: 210, q6: true, qsOff: 0, idxSym: "kqmmIdxQ6L", shSym: "kqmmShQ6L"},
+	{name: "Q4K", rmax: R4, cmax: C4, size: 144, mins: true, qsOff: 16, idxSym: "kqmmIdxK4", shSym: "kqmmShK4"},
+	{name: "Q5K", rmax: R4, cmax: C4, size: 176, mins: true, q5: true, qsOff: 48, idxSym: "kqmmIdxK4", shSym: "kqmmShK4"},
+	{name: "Q6K", rmax: R6, cmax: C6, size: 210, q6: true, qsOff: 0, idxSym: "kqmmIdxQ6L", shSym: "kqmmShQ6L"},
 }
+
+// Tile shapes (measured, see kquant_mm_amd64.go).
+const (
+	R4, C4 = 1, 8
+	R6, C6 = 1, 8
+)
 
 // Layout of one activation super-block (see kquant_mm.go).
 const (
@@ -71,8 +77,8 @@ func main() {
 	p("")
 	tables(p)
 	for _, f := range formats {
-		for r := 1; r <= 2; r++ {
-			for c := 1; c <= 4; c++ {
+		for r := 1; r <= f.rmax; r++ {
+			for c := 1; c <= f.cmax; c++ {
 				gen(p, f, r, c)
 			}
 		}
@@ -89,8 +95,8 @@ func main() {
 	p("package kernels")
 	p("")
 	for _, f := range formats {
-		for r := 1; r <= 2; r++ {
-			for c := 1; c <= 4; c++ {
+		for r := 1; r <= f.rmax; r++ {
+			for c := 1; c <= f.cmax; c++ {
 				p("//go:noescape")
 				p("func %s(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)", fname(f, r, c))
 				p("")
@@ -98,9 +104,13 @@ func main() {
 		}
 	}
 	for _, f := range formats {
-		p("var kqmm%sTab = [2][4]kqTileFunc{", f.name)
-		for r := 1; r <= 2; r++ {
-			p("\t{%s, %s, %s, %s},", fname(f, r, 1), fname(f, r, 2), fname(f, r, 3), fname(f, r, 4))
+		p("var kqmm%sTab = [][]kqTileFunc{", f.name)
+		for r := 1; r <= f.rmax; r++ {
+			var fs []string
+			for c := 1; c <= f.cmax; c++ {
+				fs = append(fs, fname(f, r, c))
+			}
+			p("\t{%s},", strings.Join(fs, ", "))
 		}
 		p("}")
 		p("")
@@ -175,13 +185,48 @@ func tables(p func(string, ...any)) {
 	p("DATA kqmmDupMin<>+0(SB)/8, $0x0b0b0a0a09090808")
 	p("DATA kqmmDupMin<>+8(SB)/8, $0x0f0f0e0e0d0d0c0c")
 	p("GLOBL kqmmDupMin<>(SB), RODATA|NOPTR, $16")
+	var magic [16]uint32
+	for i := range magic {
+		magic[i] = 0x4b400000 // 1.5*2^23 as float32 bits
+	}
+	dw("kqmmMagic", magic)
 	p("")
 }
 
 var rowAddr = []string{"(SI)", "(SI)(R8*1)"}
 var colAddr = []string{"(DI)", "(DI)(R10*1)", "(DI)(R10*2)", "(DI)(R11*1)"}
 
+// regs is the register plan of one tile: RC float accumulators from Z0,
+// then 4R weight vectors, R scale and (Q4_K, Q5_K) R min vectors; Z23-Z25
+// unpacking temporaries, Z26-Z29 per-product temporaries, Z30-Z31 masks.
+type regs struct{ R, C int }
+
+func (g regs) acc(r, c int) int { return g.C*r + c }
+func (g regs) w(r, k int) int   { return g.R*g.C + 4*r + k }
+func (g regs) s(r int) int      { return g.R*g.C + 4*g.R + r }
+func (g regs) m(r int) int      { return g.R*g.C + 5*g.R + r }
+
+const (
+	t0, t1, t2     = 23, 24, 25
+	mask0f, maskHi = 30, 31
+)
+
+// colBase holds x + 4*ldx*i for columns 4i..4i+3.
+var colBase = []string{"DI", "R13", "R9"}
+
+func colAddrOf(c int) string {
+	return strings.ReplaceAll(colAddr[c%4], "DI", colBase[c/4])
+}
+
 func gen(p func(string, ...any), f format, R, C int) {
+	g := regs{R, C}
+	last := g.s(R - 1)
+	if f.mins {
+		last = g.m(R - 1)
+	}
+	if last >= t0 {
+		panic(fmt.Sprintf("%s: %dx%d tile needs too many registers", f.name, R, C))
+	}
 	name := fname(f, R, C)
 	p("// func %s(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)", name)
 	p("TEXT ·%s(SB), NOSPLIT, $0-56", name)
@@ -191,18 +236,21 @@ func gen(p func(string, ...any), f format, R, C int) {
 	p("\tMOVQ ldx+24(FP), R10")
 	p("\tMOVQ nb+48(FP), CX")
 	p("\tLEAQ (R10)(R10*2), R11")
+	for i := 1; i < (C+3)/4; i++ {
+		p("\tLEAQ (%s)(R10*4), %s", colBase[i-1], colBase[i])
+	}
 	for i := 0; i < R*C; i++ {
 		p("\tVPXORD Z%d, Z%d, Z%d", i, i, i)
 	}
 	p("\tMOVL $0x0f0f0f0f, AX")
-	p("\tVPBROADCASTD AX, Z28")
+	p("\tVPBROADCASTD AX, Z%d", mask0f)
 	switch {
 	case f.q6:
 		p("\tMOVL $0x30303030, AX")
-		p("\tVPBROADCASTD AX, Z29")
+		p("\tVPBROADCASTD AX, Z%d", maskHi)
 	case f.q5:
 		p("\tMOVL $0x10101010, AX")
-		p("\tVPBROADCASTD AX, Z29")
+		p("\tVPBROADCASTD AX, Z%d", maskHi)
 	}
 	p("")
 	p("%s_loop:", name)
@@ -213,58 +261,60 @@ func gen(p func(string, ...any), f format, R, C int) {
 		for l := 0; l < (f.size+63)/64; l++ {
 			p("\tPREFETCHT0 %d%s", 1024+64*l, ra)
 		}
-		unpackRow(p, f, r, ra)
+		unpackRow(p, f, g, r, ra)
 	}
 	for c := 0; c < C; c++ {
-		ca := colAddr[c]
+		ca := colAddrOf(c)
 		for r := 0; r < R; r++ {
-			acc := 24 + 2*r // alternate temporaries between rows
+			// Alternate temporaries so that consecutive products do not
+			// wait on each other's registers.
+			acc := 26 + 2*((r+c)%2)
 			tmp := acc + 1
+			// Each lane starts at 1.5*2^23 (plus Q6_K's -32*bsum_g): the
+			// integer sum then sits in the low bits of a float's mantissa,
+			// and one subtraction converts it exactly (|sum| < 2^22), on
+			// a port VPDPBUSD does not use (VCVTDQ2PS competes with it).
 			if f.q6 {
 				p("\tVMOVDQU32 %d%s, Z%d", actExtra, ca, acc)
 			} else {
-				p("\tVPXORD Z%d, Z%d, Z%d", acc, acc, acc)
+				p("\tVMOVDQU32 kqmmMagic<>(SB), Z%d", acc)
 			}
 			for k := 0; k < 4; k++ {
-				p("\tVPDPBUSD %d%s, Z%d, Z%d", 64*k, ca, 8+4*r+k, acc)
+				p("\tVPDPBUSD %d%s, Z%d, Z%d", 64*k, ca, g.w(r, k), acc)
 			}
-			p("\tVCVTDQ2PS Z%d, Z%d", acc, acc)
-			p("\tVMULPS.BCST %d%s, Z%d, Z%d", actD, ca, 16+r, tmp)
-			p("\tVFMADD231PS Z%d, Z%d, Z%d", tmp, acc, C*r+c)
+			p("\tVSUBPS.BCST kqmmMagic<>(SB), Z%d, Z%d", acc, acc)
+			p("\tVMULPS.BCST %d%s, Z%d, Z%d", actD, ca, g.s(r), tmp)
+			p("\tVFMADD231PS Z%d, Z%d, Z%d", tmp, acc, g.acc(r, c))
 			if f.mins {
-				p("\tVFNMADD231PS %d%s, Z%d, Z%d", actExtra, ca, 18+r, C*r+c)
+				p("\tVFNMADD231PS %d%s, Z%d, Z%d", actExtra, ca, g.m(r), g.acc(r, c))
 			}
 		}
 	}
 	p("\tADDQ $%d, SI", f.size)
 	p("\tADDQ $%d, DI", actSize)
+	for i := 1; i < (C+3)/4; i++ {
+		p("\tADDQ $%d, %s", actSize, colBase[i])
+	}
 	p("\tDECQ CX")
 	p("\tJNZ %s_loop", name)
 	p("")
-	// Reduce each accumulator to a scalar; the R rows of a column are
-	// contiguous in dst. The weights are dead: Z15 is free, and VHADDPS
-	// has no EVEX form (registers 16-31).
+	// Reduce each accumulator to a scalar (EVEX forms throughout: the
+	// accumulators may be above Z15).
 	p("\tMOVQ dst+32(FP), BX")
 	p("\tMOVQ ldd+40(FP), R12")
 	p("\tSHLQ $2, R12")
 	for c := 0; c < C; c++ {
 		for r := 0; r < R; r++ {
-			a := C*r + c
-			p("\tVEXTRACTF64X4 $1, Z%d, Y15", a)
-			p("\tVADDPS Y15, Y%d, Y%d", a, a)
-			p("\tVEXTRACTF128 $1, Y%d, X15", a)
-			p("\tVADDPS X15, X%d, X%d", a, a)
-		}
-		a0 := c
-		if R == 2 {
-			a1 := C + c
-			p("\tVHADDPS X%d, X%d, X15", a1, a0)
-			p("\tVHADDPS X15, X15, X15")
-			p("\tVMOVSD X15, (BX)")
-		} else {
-			p("\tVHADDPS X%d, X%d, X15", a0, a0)
-			p("\tVHADDPS X15, X15, X15")
-			p("\tVMOVSS X15, (BX)")
+			a := g.acc(r, c)
+			p("\tVEXTRACTF64X4 $1, Z%d, Y26", a)
+			p("\tVADDPS Y26, Y%d, Y%d", a, a)
+			p("\tVEXTRACTF32X4 $1, Y%d, X26", a)
+			p("\tVADDPS X26, X%d, X%d", a, a)
+			p("\tVPERMILPS $0x0e, X%d, X26", a)
+			p("\tVADDPS X26, X%d, X%d", a, a)
+			p("\tVMOVSHDUP X%d, X26", a)
+			p("\tVADDSS X26, X%d, X%d", a, a)
+			p("\tVMOVSS X%d, %d(BX)", a, 4*r)
 		}
 		if c < C-1 {
 			p("\tADDQ R12, BX")
@@ -275,61 +325,65 @@ func gen(p func(string, ...any), f format, R, C int) {
 	p("")
 }
 
-// unpackRow leaves row r's four weight vectors in Z8+4r.., its per-lane
-// float scales (times d) in Z16+r and, for Q4_K/Q5_K, its per-lane float
-// mins (times dmin) in Z18+r.
-func unpackRow(p func(string, ...any), f format, r int, ra string) {
+// unpackRow leaves row r's four weight vectors in g.w(r, k), its per-lane
+// float scales (times d) in g.s(r) and, for Q4_K/Q5_K, its per-lane float
+// mins (times dmin) in g.m(r).
+func unpackRow(p func(string, ...any), f format, g regs, r int, ra string) {
 	q := f.qsOff
-	p("\tVMOVDQU32 %d%s, Z20", q, ra)
+	p("\tVMOVDQU32 %d%s, Z%d", q, ra, t0)
 	for k := 0; k < 4; k++ {
-		w := 8 + 4*r + k
+		w := g.w(r, k)
 		p("\tVMOVDQU32 %s%d<>(SB), Z%d", f.idxSym, k, w)
-		p("\tVPERMI2D %d%s, Z20, Z%d", q+64, ra, w)
+		p("\tVPERMI2D %d%s, Z%d, Z%d", q+64, ra, t0, w)
 		p("\tVPSRLVD %s<>(SB), Z%d, Z%d", f.shSym, w, w)
 		switch {
 		case f.q6:
 			// (ql nibble) | (qh bits 2s..2s+1) << 4
-			p("\tVMOVDQU32 kqmmIdxQ6H%d<>(SB), Z21", k)
-			p("\tVPERMD 128%s, Z21, Z21", ra)
-			p("\tVPROLVD kqmmRotQ6H<>(SB), Z21, Z21")
-			p("\tVPANDD Z29, Z21, Z21")
-			p("\tVPTERNLOGD $0xec, Z28, Z21, Z%d", w) // w&0x0f | h
+			p("\tVMOVDQU32 kqmmIdxQ6H%d<>(SB), Z%d", k, t1)
+			p("\tVPERMD 128%s, Z%d, Z%d", ra, t1, t1)
+			p("\tVPROLVD kqmmRotQ6H<>(SB), Z%d, Z%d", t1, t1)
+			p("\tVPANDD Z%d, Z%d, Z%d", maskHi, t1, t1)
+			p("\tVPTERNLOGD $0xec, Z%d, Z%d, Z%d", mask0f, t1, w) // w&0x0f | h
 		case f.q5:
-			p("\tVBROADCASTI64X4 16%s, Z21", ra)
-			p("\tVMOVDQU32 kqmmIdxQ5H%d<>(SB), Z22", k)
-			p("\tVPERMD Z21, Z22, Z22")
-			p("\tVPROLVD kqmmRotQ5H<>(SB), Z22, Z22")
-			p("\tVPANDD Z29, Z22, Z22")
-			p("\tVPTERNLOGD $0xec, Z28, Z22, Z%d", w)
+			if k == 0 {
+				p("\tVBROADCASTI64X4 16%s, Z%d", ra, t2)
+			}
+			p("\tVMOVDQU32 kqmmIdxQ5H%d<>(SB), Z%d", k, t1)
+			p("\tVPERMD Z%d, Z%d, Z%d", t2, t1, t1)
+			p("\tVPROLVD kqmmRotQ5H<>(SB), Z%d, Z%d", t1, t1)
+			p("\tVPANDD Z%d, Z%d, Z%d", maskHi, t1, t1)
+			p("\tVPTERNLOGD $0xec, Z%d, Z%d, Z%d", mask0f, t1, w)
 		default:
-			p("\tVPANDD Z28, Z%d, Z%d", w, w)
+			p("\tVPANDD Z%d, Z%d, Z%d", mask0f, w, w)
 		}
 	}
+	s := g.s(r)
 	if f.q6 {
-		p("\tVPMOVSXBD 192%s, Z%d", ra, 16+r)
-		p("\tVCVTDQ2PS Z%d, Z%d", 16+r, 16+r)
-		p("\tVPBROADCASTW 208%s, Y21", ra)
-		p("\tVCVTPH2PS Y21, Z21")
-		p("\tVMULPS Z21, Z%d, Z%d", 16+r, 16+r)
+		p("\tVPMOVSXBD 192%s, Z%d", ra, s)
+		p("\tVCVTDQ2PS Z%d, Z%d", s, s)
+		p("\tVPBROADCASTW 208%s, Y%d", ra, t1)
+		p("\tVCVTPH2PS Y%d, Z%d", t1, t1)
+		p("\tVMULPS Z%d, Z%d, Z%d", t1, s, s)
 		return
 	}
-	// 12 scale bytes at 4: X20 = [sc0..7, m0..7] (see kquant_amd64.s).
-	p("\tVMOVDQU32 4%s, X20", ra)
-	p("\tVPSHUFB kqmmK4Shuf<>(SB), X20, X20")
-	p("\tVPSLLQ $30, X20, X21")
-	p("\tVPSRLVD kqmmK4Srl<>(SB), X20, X20")
-	p("\tVPANDD kqmmK4Lo<>(SB), X20, X20")
-	p("\tVPTERNLOGD $0xf8, kqmmK4Hi<>(SB), X21, X20")
-	p("\tVPSHUFB kqmmDupSc<>(SB), X20, X21")
-	p("\tVPSHUFB kqmmDupMin<>(SB), X20, X22")
-	p("\tVPMOVZXBD X21, Z%d", 16+r)
-	p("\tVPMOVZXBD X22, Z%d", 18+r)
-	p("\tVCVTDQ2PS Z%d, Z%d", 16+r, 16+r)
-	p("\tVCVTDQ2PS Z%d, Z%d", 18+r, 18+r)
-	p("\tVPBROADCASTW %s, Y21", ra)
-	p("\tVCVTPH2PS Y21, Z21")
-	p("\tVPBROADCASTW 2%s, Y22", ra)
-	p("\tVCVTPH2PS Y22, Z22")
-	p("\tVMULPS Z21, Z%d, Z%d", 16+r, 16+r)
-	p("\tVMULPS Z22, Z%d, Z%d", 18+r, 18+r)
+	m := g.m(r)
+	// 12 scale bytes at 4: X(t0) = [sc0..7, m0..7] (see kquant_amd64.s).
+	p("\tVMOVDQU32 4%s, X%d", ra, t0)
+	p("\tVPSHUFB kqmmK4Shuf<>(SB), X%d, X%d", t0, t0)
+	p("\tVPSLLQ $30, X%d, X%d", t0, t1)
+	p("\tVPSRLVD kqmmK4Srl<>(SB), X%d, X%d", t0, t0)
+	p("\tVPANDD kqmmK4Lo<>(SB), X%d, X%d", t0, t0)
+	p("\tVPTERNLOGD $0xf8, kqmmK4Hi<>(SB), X%d, X%d", t1, t0)
+	p("\tVPSHUFB kqmmDupSc<>(SB), X%d, X%d", t0, t1)
+	p("\tVPSHUFB kqmmDupMin<>(SB), X%d, X%d", t0, t2)
+	p("\tVPMOVZXBD X%d, Z%d", t1, s)
+	p("\tVPMOVZXBD X%d, Z%d", t2, m)
+	p("\tVCVTDQ2PS Z%d, Z%d", s, s)
+	p("\tVCVTDQ2PS Z%d, Z%d", m, m)
+	p("\tVPBROADCASTW %s, Y%d", ra, t1)
+	p("\tVCVTPH2PS Y%d, Z%d", t1, t1)
+	p("\tVPBROADCASTW 2%s, Y%d", ra, t2)
+	p("\tVCVTPH2PS Y%d, Z%d", t2, t2)
+	p("\tVMULPS Z%d, Z%d, Z%d", t1, s, s)
+	p("\tVMULPS Z%d, Z%d, Z%d", t2, m, m)
 }

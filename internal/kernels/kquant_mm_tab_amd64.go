@@ -17,16 +17,16 @@ func kqmmQ4KR1C3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb i
 func kqmmQ4KR1C4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
 
 //go:noescape
-func kqmmQ4KR2C1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
+func kqmmQ4KR1C5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
 
 //go:noescape
-func kqmmQ4KR2C2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
+func kqmmQ4KR1C6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
 
 //go:noescape
-func kqmmQ4KR2C3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
+func kqmmQ4KR1C7(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
 
 //go:noescape
-func kqmmQ4KR2C4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
+func kqmmQ4KR1C8(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
 
 //go:noescape
 func kqmmQ5KR1C1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
@@ -41,16 +41,16 @@ func kqmmQ5KR1C3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb i
 func kqmmQ5KR1C4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
 
 //go:noescape
-func kqmmQ5KR2C1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
+func kqmmQ5KR1C5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
 
 //go:noescape
-func kqmmQ5KR2C2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
+func kqmmQ5KR1C6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
 
 //go:noescape
-func kqmmQ5KR2C3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
+func kqmmQ5KR1C7(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
 
 //go:noescape
-func kqmmQ5KR2C4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
+func kqmmQ5KR1C8(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
 
 //go:noescape
 func kqmmQ6KR1C1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
@@ -65,28 +65,25 @@ func kqmmQ6KR1C3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb i
 func kqmmQ6KR1C4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
 
 //go:noescape
-func kqmmQ6KR2C1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
+func kqmmQ6KR1C5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
 
 //go:noescape
-func kqmmQ6KR2C2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
+func kqmmQ6KR1C6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
 
 //go:noescape
-func kqmmQ6KR2C3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
+func kqmmQ6KR1C7(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
 
 //go:noescape
-func kqmmQ6KR2C4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
+func kqmmQ6KR1C8(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
 
-var kqmmQ4KTab = [2][4]kqTileFunc{
-	{kqmmQ4KR1C1, kqmmQ4KR1C2, kqmmQ4KR1C3, kqmmQ4KR1C4},
-	{kqmmQ4KR2C1, kqmmQ4KR2C2, kqmmQ4KR2C3, kqmmQ4KR2C4},
+var kqmmQ4KTab = [][]kqTileFunc{
+	{kqmmQ4KR1C1, kqmmQ4KR1C2, kqmmQ4KR1C3, kqmmQ4KR1C4, kqmmQ4KR1C5, kqmmQ4KR1C6, kqmmQ4KR1C7, kqmmQ4KR1C8},
 }
 
-var kqmmQ5KTab = [2][4]kqTileFunc{
-	{kqmmQ5KR1C1, kqmmQ5KR1C2, kqmmQ5KR1C3, kqmmQ5KR1C4},
-	{kqmmQ5KR2C1, kqmmQ5KR2C2, kqmmQ5KR2C3, kqmmQ5KR2C4},
+var kqmmQ5KTab = [][]kqTileFunc{
+	{kqmmQ5KR1C1, kqmmQ5KR1C2, kqmmQ5KR1C3, kqmmQ5KR1C4, kqmmQ5KR1C5, kqmmQ5KR1C6, kqmmQ5KR1C7, kqmmQ5KR1C8},
 }
 
-var kqmmQ6KTab = [2][4]kqTileFunc{
-	{kqmmQ6KR1C1, kqmmQ6KR1C2, kqmmQ6KR1C3, kqmmQ6KR1C4},
-	{kqmmQ6KR2C1, kqmmQ6KR2C2, kqmmQ6KR2C3, kqmmQ6KR2C4},
+var kqmmQ6KTab = [][]kqTileFunc{
+	{kqmmQ6KR1C1, kqmmQ6KR1C2, kqmmQ6KR1C3, kqmmQ6KR1C4, kqmmQ6KR1C5, kqmmQ6KR1C6, kqmmQ6KR1C7, kqmmQ6KR1C8},
 }

@@ -116,7 +116,7 @@ func TestKQuantTileLayout(t *testing.T) {
 			for g := 0; g < 16; g++ {
 				bs := kqI16(y[kqQ8KBsums+2*g:])
 				ex := tb[kqTileExtra+4*g:]
-				if mins && kqF32(ex) != d*float32(bs) || !mins && int32(uint32(ex[0])|uint32(ex[1])<<8|uint32(ex[2])<<16|uint32(ex[3])<<24) != -32*bs {
+				if mins && kqF32(ex) != d*float32(bs) || !mins && int32(uint32(ex[0])|uint32(ex[1])<<8|uint32(ex[2])<<16|uint32(ex[3])<<24) != kqTileMagic-32*bs {
 					t.Fatalf("mins=%v block %d: extra %d", mins, b, g)
 				}
 			}
@@ -165,5 +165,37 @@ func TestMatMulKQuant(t *testing.T) {
 			}
 		}
 		p.Close()
+	}
+}
+
+// BenchmarkKQuantTile times one tile shape on data that stays in L1/L2
+// (the kernel's compute speed): ns/op is per row, column and 256-value
+// block, the unit the tile's instruction count is designed in.
+func BenchmarkKQuantTile(b *testing.B) {
+	for _, typ := range kqTypes {
+		for _, impl := range kqTiled(typ) {
+			for _, sh := range [][2]int{{impl.mmRows, impl.mmCols}, {1, 4}, {1, 1}} {
+				rows, cols, n := sh[0], sh[1], 2048
+				b.Run(fmt.Sprintf("%s/%dx%d", typ, rows, cols), func(b *testing.B) {
+					r := rand.New(rand.NewPCG(1, 2))
+					ldw, ldx := n/256*typ.TypeSize(), 4*n
+					w := kqRandWeights(r, typ, rows*n/256, "rand")
+					src := make([]float32, n)
+					for i := range src {
+						src[i] = float32(r.NormFloat64())
+					}
+					x := make([]byte, cols*ldx)
+					for c := 0; c < cols; c++ {
+						impl.wideAct(x[c*ldx:(c+1)*ldx], src)
+					}
+					dst := make([]float32, cols*rows)
+					b.ResetTimer()
+					for i := 0; i < b.N; i++ {
+						impl.mmWide(n, w, ldw, x, ldx, dst, rows, rows, cols)
+					}
+					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(rows*cols*n/256), "ns/rcb")
+				})
+			}
+		}
 	}
 }
