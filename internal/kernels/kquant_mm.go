@@ -89,11 +89,13 @@ func kqTileBlock(t, y []byte, mins bool) {
 }
 
 // kqTile runs a tile table (tab[rows-1][cols-1]) on one tile of MatMul,
-// checking the operands so the assembly never reads past a slice.
-func kqTile(tab [][]kqTileFunc, wsize int, n int, w []byte, ldw int, x []byte, ldx int, dst []float32, ldd int, rows, cols int) {
+// checking the operands so the assembly never reads past a slice; wsize
+// and xsize are the bytes per block of a weight row and an activation
+// column.
+func kqTile(tab [][]kqTileFunc, wsize, xsize int, n int, w []byte, ldw int, x []byte, ldx int, dst []float32, ldd int, rows, cols int) {
 	nb := n / 256
 	if n%256 != 0 || rows < 1 || rows > len(tab) || cols < 1 || cols > len(tab[0]) || nb == 0 ||
-		len(w) < (rows-1)*ldw+nb*wsize || len(x) < (cols-1)*ldx+nb*kqTileSize || len(dst) < (cols-1)*ldd+rows {
+		len(w) < (rows-1)*ldw+nb*wsize || len(x) < (cols-1)*ldx+nb*xsize || len(dst) < (cols-1)*ldd+rows {
 		panic(fmt.Sprintf("kernels: K-quant tile %dx%d of n=%d: operands too short or bad shape", rows, cols, n))
 	}
 	tab[rows-1][cols-1](&w[0], ldw, &x[0], ldx, &dst[0], ldd, nb)

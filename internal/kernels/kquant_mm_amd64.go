@@ -12,15 +12,15 @@ import "braid/internal/quant"
 // assembly (batched decode has n = 2..8 columns: the edges are common).
 
 func mmQ4KTile(n int, w []byte, ldw int, x []byte, ldx int, dst []float32, ldd int, rows, cols int) {
-	kqTile(kqmmQ4KTab, kqQ4KSize, n, w, ldw, x, ldx, dst, ldd, rows, cols)
+	kqTile(kqmmQ4KTab, kqQ4KSize, kqTileSize, n, w, ldw, x, ldx, dst, ldd, rows, cols)
 }
 
 func mmQ5KTile(n int, w []byte, ldw int, x []byte, ldx int, dst []float32, ldd int, rows, cols int) {
-	kqTile(kqmmQ5KTab, kqQ5KSize, n, w, ldw, x, ldx, dst, ldd, rows, cols)
+	kqTile(kqmmQ5KTab, kqQ5KSize, kqTileSize, n, w, ldw, x, ldx, dst, ldd, rows, cols)
 }
 
 func mmQ6KTile(n int, w []byte, ldw int, x []byte, ldx int, dst []float32, ldd int, rows, cols int) {
-	kqTile(kqmmQ6KTab, kqQ6KSize, n, w, ldw, x, ldx, dst, ldd, rows, cols)
+	kqTile(kqmmQ6KTab, kqQ6KSize, kqTileSize, n, w, ldw, x, ldx, dst, ldd, rows, cols)
 }
 
 // init runs after kquant_amd64.go's (files initialise in name order) and

@@ -10,15 +10,38 @@ import (
 )
 
 // kqTiled returns the candidates of typ (this CPU's) that have a K-quant
-// tile, i.e. take the tile activation layout through wideAct.
+// tile: mmWide ones take the tile activation layout through wideAct, mm
+// ones plain Q8_K.
 func kqTiled(typ quant.Type) []*dotImpl {
 	var out []*dotImpl
 	for _, d := range fast[typ] {
-		if d.mmWide != nil {
+		if d.mmWide != nil || d.mm != nil {
 			out = append(out, d)
 		}
 	}
 	return out
+}
+
+// kqTileRun calls impl's tile on Q8_K activation vectors xs, laid out as
+// MatMul would for it.
+func kqTileRun(impl *dotImpl, typ quant.Type, n int, w []byte, ldw int, xs [][]byte, dst []float32, ldd, rows int) {
+	if impl.mmWide == nil {
+		ldx := n / 256 * kqQ8KSize
+		x := make([]byte, 0, len(xs)*ldx)
+		for _, xc := range xs {
+			x = append(x, xc...)
+		}
+		impl.mm(n, w, ldw, x, ldx, dst, ldd, rows, len(xs))
+		return
+	}
+	ldx := 4 * n
+	x := make([]byte, len(xs)*ldx)
+	for j, xc := range xs {
+		for b := 0; b < n/256; b++ {
+			kqTileBlock(x[j*ldx+b*kqTileSize:], xc[b*kqQ8KSize:(b+1)*kqQ8KSize], typ != quant.Q6_K)
+		}
+	}
+	impl.mmWide(n, w, ldw, x, ldx, dst, ldd, rows, len(xs))
 }
 
 // TestKQuantTileVsDot checks every tile shape (full and edge) against the
@@ -29,32 +52,26 @@ func kqTiled(typ quant.Type) []*dotImpl {
 func TestKQuantTileVsDot(t *testing.T) {
 	for _, typ := range kqTypes {
 		for _, impl := range kqTiled(typ) {
-			mins := typ != quant.Q6_K
 			for _, c := range kqCases(true) {
 				for rows := 1; rows <= impl.mmRows; rows++ {
 					for cols := 1; cols <= impl.mmCols; cols++ {
 						name := fmt.Sprintf("%s/%s/%s/%dx%d", typ, impl.name, c.name, rows, cols)
 						r := kqRand(name)
 						ldw := c.n / 256 * typ.TypeSize()
-						ldx := 4 * c.n
 						ldd := rows + 3
 						w := make([]byte, 0, rows*ldw)
 						for i := 0; i < rows; i++ {
 							w = append(w, kqRandWeights(r, typ, c.n/256, c.wmode)...)
 						}
 						xs := make([][]byte, cols)
-						xt := make([]byte, cols*ldx)
 						for j := range xs {
 							xs[j] = kqRandActs(r, c.n, c.xmode)
-							for b := 0; b < c.n/256; b++ {
-								kqTileBlock(xt[j*ldx+b*kqTileSize:], xs[j][b*kqQ8KSize:(b+1)*kqQ8KSize], mins)
-							}
 						}
 						dst := make([]float32, cols*ldd)
 						for i := range dst {
 							dst[i] = float32(math.NaN()) // untouched slots stay NaN
 						}
-						impl.mmWide(c.n, w, ldw, xt, ldx, dst, ldd, rows, cols)
+						kqTileRun(impl, typ, c.n, w, ldw, xs, dst, ldd, rows)
 						for j := 0; j < cols; j++ {
 							for i := 0; i < ldd; i++ {
 								got := dst[j*ldd+i]
@@ -174,6 +191,9 @@ func TestMatMulKQuant(t *testing.T) {
 func BenchmarkKQuantTile(b *testing.B) {
 	for _, typ := range kqTypes {
 		for _, impl := range kqTiled(typ) {
+			if impl.mmWide == nil {
+				continue // plain-Q8_K tiles: timed through BenchmarkMatMul
+			}
 			for _, sh := range [][2]int{{impl.mmRows, impl.mmCols}, {1, 4}, {1, 1}} {
 				rows, cols, n := sh[0], sh[1], 2048
 				b.Run(fmt.Sprintf("%s/%dx%d", typ, rows, cols), func(b *testing.B) {
