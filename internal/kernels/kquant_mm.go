@@ -69,9 +69,11 @@ func kqTileBlock(t, y []byte, mins bool) {
 	_ = t[kqTileSize-1]
 	_ = y[kqQ8KSize-1]
 	qs := y[kqQ8KQS : kqQ8KQS+256]
+	le := binary.LittleEndian
 	for g := 0; g < 16; g++ {
+		// Four-byte moves (copy would call memmove for each).
 		for k := 0; k < 4; k++ {
-			copy(t[64*k+4*g:64*k+4*g+4], qs[16*g+4*k:16*g+4*k+4])
+			le.PutUint32(t[64*k+4*g:], le.Uint32(qs[16*g+4*k:]))
 		}
 	}
 	d := kqF32(y)

@@ -38,7 +38,9 @@ type dotImpl struct {
 	// activations as float32 (4 bytes per value) converted by wideAct, which
 	// rounds them to act's values, so results match dot's. Float weights
 	// use it: widening every activation once per call, not once per tile
-	// row, leaves their tiles bound by multiply-adds, not conversions.
+	// row, leaves their tiles bound by multiply-adds, not conversions. The
+	// K-quant tiles use it too, with wideAct writing their own Q8_K layout
+	// into those 4 bytes per value (see kquant_mm.go).
 	mmWide  func(n int, w []byte, ldw int, x []byte, ldx int, dst []float32, ldd int, rows, cols int)
 	wideAct func(dst []byte, src []float32)
 }
