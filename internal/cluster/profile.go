@@ -33,7 +33,7 @@ type profiler struct {
 	call      int       // all-reduce index in the step
 
 	steps                                  uint64
-	busy, compute, arWait, stage, idle     time.Duration
+	busy, arWait, stage, idle              time.Duration
 	allReduces, allReduceBytes, stageBytes uint64
 	layerCompute, layerAllReduce           []time.Duration
 	tail                                   time.Duration // compute after the last all-reduce of a step
