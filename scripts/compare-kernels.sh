@@ -20,10 +20,11 @@ for r in $(seq 1 "$ROUNDS"); do
 	BRAID_THREADS=$THREADS "$out/kernels.test" -test.run XXX -test.bench 'MemRead' -test.benchtime 3x >> "$out/memread.txt"
 	for t in $TYPES; do
 		for k in 4096 14336; do
-			ns="1"; [[ " $PREFILL_TYPES " == *" $t "* && $k == 4096 ]] && ns="1 512"
+			# test-backend-ops times n=512 only at k=14336.
+			ns="1"; [[ " $PREFILL_TYPES " == *" $t "* && $k == 14336 ]] && ns="1 512"
 			for n in $ns; do
 				bt=$( [ "$n" = 1 ] && echo 30 || echo 2 )
-				BRAID_THREADS=$THREADS "$out/kernels.test" -test.run XXX -test.bench "MatMul/$(upper $t)/4096x$k/n=$n\$" -test.benchtime ${bt}x >> "$out/braid.txt"
+				BRAID_THREADS=$THREADS "$out/kernels.test" -test.run XXX -test.bench "(MatMul|Prefill)/$(upper $t)/4096x$k/n=$n\$" -test.benchtime ${bt}x >> "$out/braid.txt"
 				"$LLAMA_CPP_BIN/test-backend-ops" perf -b CPU -o MUL_MAT -p "type_a=$t,type_b=f32,m=4096,n=$n,k=$k,bs=\\[1,1\\],nr=\\[1,1\\]" 2>/dev/null | grep 'MUL_MAT(' >> "$out/llama.txt" || true
 			done
 		done
@@ -39,7 +40,7 @@ bw = stat(mem)
 print(f"read bandwidth (BenchmarkMemRead, 2 GiB, median [range] of {len(mem)}): {bw[0]:.1f} [{bw[1]:.1f}-{bw[2]:.1f}] GB/s\n")
 braid, llama = {}, {}
 for line in open(f"{out}/braid.txt"):
-    m = re.match(r"BenchmarkMatMul/(\w+)/(\d+)x(\d+)/n=(\d+)-\d+\s+\d+\s+(\d+) ns/op", line)
+    m = re.match(r"Benchmark(?:MatMul|Prefill)/(\w+)/(\d+)x(\d+)/n=(\d+)-\d+\s+\d+\s+(\d+) ns/op", line)
     if m:
         braid.setdefault((m[1].lower().replace("_k", "_K"), int(m[3]), int(m[4])), []).append(float(m[5]) / 1e3)
 for line in open(f"{out}/llama.txt"):
