@@ -246,6 +246,12 @@ func doRequest(ctx context.Context, client *http.Client, cfg ServeConfig, p prom
 		return res
 	}
 	req.Header.Set("Content-Type", "application/json")
+	// A server may close an idle keep-alive connection just as a request
+	// is sent on it (llama-server does): with an Idempotency-Key, Go's
+	// transport retries such a request on a new connection instead of
+	// reporting a failure that no server-side error caused. It retries
+	// only when nothing of the request reached the server.
+	req.Header.Set("Idempotency-Key", fmt.Sprintf("braid-bench-%p-%d", req, time.Now().UnixNano()))
 	if cfg.APIKey != "" {
 		req.Header.Set("Authorization", "Bearer "+cfg.APIKey)
 	}
