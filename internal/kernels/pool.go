@@ -90,9 +90,11 @@ func (p *Pool) Close() {
 // worker runs jobs as their generation appears: it polls for spinFor after
 // each job, then parks on its channel until start wakes it.
 func (p *Pool) worker(i int) {
-	// A locked thread keeps a worker from being descheduled behind another
-	// goroutine of the process while the others wait for it.
-	runtime.LockOSThread()
+	// Not locked to an OS thread: a locked goroutine that yields hands its
+	// processor to another thread and must be woken back, which is the very
+	// latency the polling avoids. Unlocked, the Gosched in the polling loop
+	// is cheap and lets the process's other goroutines (HTTP handlers
+	// streaming tokens) run between products.
 	// Generation 0 is "no job yet": the first job may be posted before this
 	// goroutine first runs, so seen must not be read from gen here.
 	seen := uint64(0)
@@ -120,6 +122,9 @@ func (p *Pool) await(i int, seen uint64) bool {
 		}
 		if p.stop.Load() {
 			return false
+		}
+		if n%64 == 63 {
+			runtime.Gosched()
 		}
 		if n%64 == 63 && time.Now().After(deadline) {
 			p.parked[i].Store(true)
@@ -166,11 +171,11 @@ func (p *Pool) start() {
 		}
 	}
 	p.drain()
-	// The workers finish within a chunk of the caller; poll, then yield
-	// the processor while a preempted worker catches up.
-	deadline := time.Now().Add(spinFor)
+	// The workers finish within a chunk of the caller: poll, yielding now
+	// and then so that other goroutines (a handler streaming the last
+	// token) are not starved by a tight loop.
 	for n := 0; p.pending.Load() > 0; n++ {
-		if n%64 == 63 && time.Now().After(deadline) {
+		if n%64 == 63 {
 			runtime.Gosched()
 		}
 	}
