@@ -83,44 +83,6 @@ func (h bpeHeap) less(i, j int) bool {
 	return h[i].rank < h[j].rank || (h[i].rank == h[j].rank && h[i].left < h[j].left)
 }
 
-func (h *bpeHeap) push(b bigram) {
-	*h = append(*h, b)
-	q := *h
-	for i := len(q) - 1; i > 0; {
-		p := (i - 1) / 2
-		if !q.less(i, p) {
-			break
-		}
-		q[i], q[p] = q[p], q[i]
-		i = p
-	}
-}
-
-func (h *bpeHeap) pop() bigram {
-	q := *h
-	top := q[0]
-	last := len(q) - 1
-	q[0] = q[last]
-	q = q[:last]
-	for i := 0; ; {
-		l := 2*i + 1
-		if l >= len(q) {
-			break
-		}
-		m := l
-		if r := l + 1; r < len(q) && q.less(r, l) {
-			m = r
-		}
-		if !q.less(m, i) {
-			break
-		}
-		q[i], q[m] = q[m], q[i]
-		i = m
-	}
-	*h = q
-	return top
-}
-
 func (t *Tokenizer) encodeBPE(sc *scratch, text string, out []int32) []int32 {
 	p := &sc.pt
 	p.reset(text)
@@ -175,14 +137,14 @@ func (t *Tokenizer) bpeWord(sc *scratch, word []byte, out []int32) []int32 {
 			return
 		}
 		if m, ok := t.merges[pairKey(a, b)]; ok {
-			h.push(bigram{rank: m.rank, left: l, right: r, lid: a, rid: b, res: m.result})
+			heapPush(&h, bigram{rank: m.rank, left: l, right: r, lid: a, rid: b, res: m.result})
 		}
 	}
 	for i := int32(1); i < int32(len(syms)); i++ {
 		add(i-1, i)
 	}
 	for len(h) > 0 {
-		bg := h.pop()
+		bg := heapPop(&h)
 		l, r := &syms[bg.left], &syms[bg.right]
 		// A bigram is stale once either side has changed; the text of a
 		// live symbol changes only by merging, which changes its id.

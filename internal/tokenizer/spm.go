@@ -20,44 +20,6 @@ func (h spmHeap) less(i, j int) bool {
 	return h[i].score > h[j].score || (h[i].score == h[j].score && h[i].left < h[j].left)
 }
 
-func (h *spmHeap) push(b bigram) {
-	*h = append(*h, b)
-	q := *h
-	for i := len(q) - 1; i > 0; {
-		p := (i - 1) / 2
-		if !q.less(i, p) {
-			break
-		}
-		q[i], q[p] = q[p], q[i]
-		i = p
-	}
-}
-
-func (h *spmHeap) pop() bigram {
-	q := *h
-	top := q[0]
-	last := len(q) - 1
-	q[0] = q[last]
-	q = q[:last]
-	for i := 0; ; {
-		l := 2*i + 1
-		if l >= len(q) {
-			break
-		}
-		m := l
-		if r := l + 1; r < len(q) && q.less(r, l) {
-			m = r
-		}
-		if !q.less(m, i) {
-			break
-		}
-		q[i], q[m] = q[m], q[i]
-		i = m
-	}
-	*h = q
-	return top
-}
-
 // encodeSPM is llama.cpp's SentencePiece BPE: spaces become "▁", the text is
 // cut into UTF-8 characters, and the neighbouring pair whose concatenation is
 // the best-scoring token is merged until no pair is a token. What is left
@@ -102,13 +64,13 @@ func (t *Tokenizer) encodeSPM(sc *scratch, frag string, prefix bool, out []int32
 		if t.scores != nil {
 			score = t.scores[id]
 		}
-		h.push(bigram{score: score, left: l, right: r, lid: syms[r].e - syms[l].s})
+		heapPush(&h, bigram{score: score, left: l, right: r, lid: syms[r].e - syms[l].s})
 	}
 	for i := int32(1); i < int32(len(syms)); i++ {
 		add(i-1, i)
 	}
 	for len(h) > 0 {
-		bg := h.pop()
+		bg := heapPop(&h)
 		l, r := &syms[bg.left], &syms[bg.right]
 		// llama.cpp recognises a stale pair by its length alone; a live pair
 		// can only have grown, so that is enough.
