@@ -18,6 +18,7 @@ import (
 	"braid/internal/engine"
 	"braid/internal/gguf"
 	"braid/internal/kernels"
+	"braid/internal/kvcache"
 	"braid/internal/model"
 )
 
@@ -28,10 +29,13 @@ func init() {
 // benchRow is one configuration's result; the JSON names are part of the
 // command's interface.
 type benchRow struct {
-	Model            string  `json:"model"`
-	Threads          int     `json:"threads"`
-	PromptTokens     int     `json:"prompt_tokens"`
-	GenTokens        int     `json:"gen_tokens"`
+	Model        string `json:"model"`
+	Threads      int    `json:"threads"`
+	PromptTokens int    `json:"prompt_tokens"`
+	GenTokens    int    `json:"gen_tokens"`
+	// Parallel is how many sequences decode together; decode tok/s is
+	// then their aggregate (prefill is always one sequence).
+	Parallel         int     `json:"parallel"`
 	Runs             int     `json:"runs"`
 	PrefillTPSMedian float64 `json:"prefill_tps_median"`
 	PrefillTPSMin    float64 `json:"prefill_tps_min"`
@@ -66,6 +70,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	pFlag := fs.String("p", "512", "prompt lengths, comma-separated (0 = no prefill test)")
 	nFlag := fs.String("n", "128", "generated lengths, comma-separated (0 = no decode test)")
 	tFlag := fs.String("t", strconv.Itoa(defaultThreads()), "thread counts, comma-separated")
+	npFlag := fs.String("np", "1", "sequences decoding together in the decode test, comma-separated (decode tok/s is their aggregate)")
 	reps := fs.Int("r", 5, "runs per configuration (after one warm-up run)")
 	asJSON := fs.Bool("json", false, "print a JSON array, one object per row")
 	kvF32 := fs.Bool("kv-f32", false, "float32 KV cache")
@@ -93,6 +98,14 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	ts, err := parseInts("t", *tFlag, 1)
 	if err != nil {
 		return err
+	}
+	nps, err := parseInts("np", *npFlag, 1)
+	if err != nil {
+		return err
+	}
+	maxNP := 1
+	for _, np := range nps {
+		maxNP = max(maxNP, np)
 	}
 	file, err := gguf.Open(*path)
 	if err != nil {
@@ -129,19 +142,22 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		var release func()
 		var cl *cluster.Cluster
 		if cf.active() {
-			l, err := loadBackend(&modelFlags{path: *path, threads: t, ctx: longest, kvF32: *kvF32, batch: 512}, &cf, 1, stderr)
+			l, err := loadBackend(&modelFlags{path: *path, threads: t, ctx: longest, kvF32: *kvF32, batch: max(512, maxNP)}, &cf, maxNP, stderr)
 			if err != nil {
 				return err
 			}
 			be, release, cl = l.backend, l.Close, l.cl
 		} else {
 			pool := kernels.NewPool(t)
-			m, err := model.New(file, pool, model.Options{})
+			m, err := model.New(file, pool, model.Options{MaxBatch: max(512, maxNP)})
 			if err != nil {
 				pool.Close()
 				return err
 			}
-			cache, err := m.NewCache(longest, *kvF32)
+			// Each sequence fills whole blocks: round up per sequence.
+			sh := m.Shard()
+			bs := model.CacheConfig(&m.Cfg, &sh, 1, *kvF32).BlockSize
+			cache, err := m.NewCache(maxNP*((longest+bs-1)/bs*bs), *kvF32)
 			if err != nil {
 				pool.Close()
 				return err
@@ -150,7 +166,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		}
 		vocab := be.Vocab()
 		rng := rand.New(rand.NewPCG(1, 2))
-		logits := make([]float32, vocab)
+		logits := make([]float32, maxNP*vocab)
 		var b model.Batch
 		// Decode asks for the best candidate per rank (greedy), what a
 		// generation needs; on one node the rows are full either way.
@@ -165,12 +181,17 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 			err := be.Forward(&b, greedy, logits)
 			return time.Since(start), err
 		}
-		decode := func(n int) (time.Duration, error) {
-			be.Drop(0)
+		// decode runs np sequences from position 0, one token each per step.
+		decode := func(n, np int) (time.Duration, error) {
+			for s := range np {
+				be.Drop(kvcache.SeqID(s))
+			}
 			start := time.Now()
 			for i := 0; i < n; i++ {
 				b.Reset()
-				b.Add(int32(rng.IntN(vocab)), int32(i), 0, true)
+				for s := range np {
+					b.Add(int32(rng.IntN(vocab)), int32(i), kvcache.SeqID(s), true)
+				}
 				if err := be.Forward(&b, greedy, logits); err != nil {
 					return 0, err
 				}
@@ -179,56 +200,63 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		}
 		for _, p := range ps {
 			for _, n := range ns {
-				row := benchRow{Model: filepath.Base(*path), Threads: t, PromptTokens: p, GenTokens: n, Runs: *reps}
-				var pp, tg []float64
-				for r := -1; r < *reps; r++ { // run -1 warms caches and page-ins
-					var dp, dn time.Duration
-					var err error
-					if p > 0 {
-						if dp, err = prefill(p); err != nil {
-							release()
-							return err
-						}
+				for _, np := range nps {
+					if n == 0 && np > 1 {
+						continue // parallel only changes the decode test
 					}
-					if n > 0 {
-						if dn, err = decode(n); err != nil {
-							release()
-							return err
-						}
-					}
-					if r >= 0 {
+					row := benchRow{Model: filepath.Base(*path), Threads: t, PromptTokens: p, GenTokens: n, Parallel: np, Runs: *reps}
+					var pp, tg []float64
+					for r := -1; r < *reps; r++ { // run -1 warms caches and page-ins
+						var dp, dn time.Duration
+						var err error
 						if p > 0 {
-							pp = append(pp, float64(p)/dp.Seconds())
+							if dp, err = prefill(p); err != nil {
+								release()
+								return err
+							}
 						}
 						if n > 0 {
-							tg = append(tg, float64(n)/dn.Seconds())
+							if dn, err = decode(n, np); err != nil {
+								release()
+								return err
+							}
+						}
+						if r >= 0 {
+							if p > 0 {
+								pp = append(pp, float64(p)/dp.Seconds())
+							}
+							if n > 0 {
+								tg = append(tg, float64(n*np)/dn.Seconds())
+							}
 						}
 					}
-				}
-				if *profile && n > 0 {
-					if err := cl.StartProfile(); err != nil {
-						release()
-						return err
+					if *profile && n > 0 {
+						if err := cl.StartProfile(); err != nil {
+							release()
+							return err
+						}
+						_, err := decode(n, np)
+						if err == nil {
+							row.Profile, err = cl.StopProfile()
+						}
+						if err != nil {
+							release()
+							return err
+						}
 					}
-					_, err := decode(n)
-					if err == nil {
-						row.Profile, err = cl.StopProfile()
+					row.PrefillTPSMedian, row.PrefillTPSMin, row.PrefillTPSMax = medianRange(pp)
+					row.DecodeTPSMedian, row.DecodeTPSMin, row.DecodeTPSMax = medianRange(tg)
+					row.PeakRSSBytes = peakRSS()
+					rows = append(rows, row)
+					if !*asJSON {
+						fmt.Fprintf(stderr, "done: t=%d p=%d n=%d np=%d\n", t, p, n, np)
 					}
-					if err != nil {
-						release()
-						return err
-					}
-				}
-				row.PrefillTPSMedian, row.PrefillTPSMin, row.PrefillTPSMax = medianRange(pp)
-				row.DecodeTPSMedian, row.DecodeTPSMin, row.DecodeTPSMax = medianRange(tg)
-				row.PeakRSSBytes = peakRSS()
-				rows = append(rows, row)
-				if !*asJSON {
-					fmt.Fprintf(stderr, "done: t=%d p=%d n=%d\n", t, p, n)
 				}
 			}
 		}
-		be.Drop(0)
+		for s := range maxNP {
+			be.Drop(kvcache.SeqID(s))
+		}
 		release()
 	}
 	if *asJSON {
@@ -237,9 +265,9 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		return enc.Encode(rows)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "model\tthreads\tprompt\tgen\tprefill tok/s (median [min-max])\tdecode tok/s (median [min-max])\tpeak RSS\t")
+	fmt.Fprintln(tw, "model\tthreads\tprompt\tgen\tparallel\tprefill tok/s (median [min-max])\tdecode tok/s (median [min-max])\tpeak RSS\t")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%s\t\n", r.Model, r.Threads, r.PromptTokens, r.GenTokens,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t\n", r.Model, r.Threads, r.PromptTokens, r.GenTokens, r.Parallel,
 			fmtRange(r.PrefillTPSMedian, r.PrefillTPSMin, r.PrefillTPSMax), fmtRange(r.DecodeTPSMedian, r.DecodeTPSMin, r.DecodeTPSMax),
 			formatMiB(r.PeakRSSBytes))
 	}
@@ -248,7 +276,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	}
 	for _, r := range rows {
 		if r.Profile != nil {
-			fmt.Fprintf(stdout, "\nprofile: %d decode steps of one sequence (positions 0-%d)\n", r.Profile.Steps, r.GenTokens-1)
+			fmt.Fprintf(stdout, "\nprofile: %d decode steps of %d sequence(s) (positions 0-%d)\n", r.Profile.Steps, r.Parallel, r.GenTokens-1)
 			writeProfile(stdout, r.Profile)
 		}
 	}

@@ -303,4 +303,26 @@ func TestRunAndBench(t *testing.T) {
 	if rows[0]["prefill_tps_median"].(float64) <= 0 || rows[1]["decode_tps_median"].(float64) <= 0 {
 		t.Errorf("non-positive rates: %v", rows)
 	}
+
+	// -np: one row per parallel count, decode only; prefill rows are not
+	// repeated for parallel counts when there is no decode test.
+	out, errOut, code = braid(t, "", "bench", "-m", model, "-p", "0", "-n", "8", "-np", "1,4", "-r", "2", "--json")
+	if code != 0 {
+		t.Fatalf("bench -np: exit %d: %s", code, errOut)
+	}
+	rows = nil
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("bench -np --json: %v\n%s", err, out)
+	}
+	if len(rows) != 2 || rows[0]["parallel"].(float64) != 1 || rows[1]["parallel"].(float64) != 4 {
+		t.Fatalf("bench -np 1,4: rows %v", rows)
+	}
+	for _, r := range rows {
+		if r["decode_tps_median"].(float64) <= 0 {
+			t.Errorf("bench -np: non-positive decode rate: %v", r)
+		}
+	}
+	if _, errOut, code = braid(t, "", "bench", "-m", model, "-np", "0"); code == 0 || !strings.Contains(errOut, "-np") {
+		t.Errorf("bench -np 0: exit %d, stderr %q; want a usage error naming -np", code, errOut)
+	}
 }
