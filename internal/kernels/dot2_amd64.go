@@ -89,8 +89,8 @@ func init() {
 	}
 	avx512 := x.HasAVX512F && x.HasAVX512BW
 	registerFast(quant.BF16, avx512 && x.HasAVX512BF16, &dotImpl{name: "avx512bf16", act: quant.BF16, dot: vdBF16AVX512BF16,
-		mmWide: mmBF16Wide, wideAct: roundBF16, mmRows: 64, mmCols: 1 << 30})
+		mmWide: mmBF16Wide, wideAct: roundBF16, wideKind: "bf16", mmRows: 64, mmCols: 1 << 30})
 	registerFast(quant.BF16, avx512, &dotImpl{name: "avx512", act: quant.BF16, dot: vdBF16AVX512,
-		mmWide: mmBF16Wide, wideAct: roundBF16, mmRows: 64, mmCols: 1 << 30})
+		mmWide: mmBF16Wide, wideAct: roundBF16, wideKind: "bf16", mmRows: 64, mmCols: 1 << 30})
 	registerFast(quant.BF16, x.HasAVX2 && x.HasFMA, &dotImpl{name: "avx2", act: quant.BF16, dot: vdBF16AVX2})
 }

@@ -81,7 +81,7 @@ func init() {
 	registerFast(quant.F32, avx512, &dotImpl{name: "avx512", act: quant.F32, dot: vdF32AVX512,
 		mm: mmF32Tile, mmRows: 4, mmCols: 6})
 	registerFast(quant.F16, avx512, &dotImpl{name: "avx512", act: quant.F16, dot: vdF16AVX512,
-		mmWide: mmF16Wide, wideAct: roundF16Fast, mmRows: 64, mmCols: 1 << 30})
+		mmWide: mmF16Wide, wideAct: roundF16Fast, wideKind: "f16", mmRows: 64, mmCols: 1 << 30})
 	avx2 := x.HasAVX2 && x.HasFMA && x.HasF16C
 	registerFast(quant.F32, avx2, &dotImpl{name: "avx2", act: quant.F32, dot: vdF32AVX2})
 	registerFast(quant.F16, avx2, &dotImpl{name: "avx2", act: quant.F16, dot: vdF16AVX2})

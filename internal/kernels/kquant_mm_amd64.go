@@ -28,16 +28,16 @@ func mmQ6KTile(n int, w []byte, ldw int, x []byte, ldx int, dst []float32, ldd i
 // exist only on CPUs with everything the tiles use (AVX-512 F/BW/VL, VNNI,
 // FMA, F16C).
 func init() {
-	attachKQTile(quant.Q4_K, "avx512vnni", mmQ4KTile, kqTileAct(true), len(kqmmQ4KTab), len(kqmmQ4KTab[0]))
-	attachKQTile(quant.Q5_K, "avx512vnni", mmQ5KTile, kqTileAct(true), len(kqmmQ5KTab), len(kqmmQ5KTab[0]))
-	attachKQTile(quant.Q6_K, "avx512vnni", mmQ6KTile, kqTileAct(false), len(kqmmQ6KTab), len(kqmmQ6KTab[0]))
+	attachKQTile(quant.Q4_K, "avx512vnni", mmQ4KTile, kqTileAct(true), "kq-mins", len(kqmmQ4KTab), len(kqmmQ4KTab[0]))
+	attachKQTile(quant.Q5_K, "avx512vnni", mmQ5KTile, kqTileAct(true), "kq-mins", len(kqmmQ5KTab), len(kqmmQ5KTab[0]))
+	attachKQTile(quant.Q6_K, "avx512vnni", mmQ6KTile, kqTileAct(false), "kq-q6", len(kqmmQ6KTab), len(kqmmQ6KTab[0]))
 }
 
 // attachKQTile sets the prefill tile of t's fast candidate called name.
-func attachKQTile(t quant.Type, name string, mm func(n int, w []byte, ldw int, x []byte, ldx int, dst []float32, ldd int, rows, cols int), act func(dst []byte, src []float32), rows, cols int) {
+func attachKQTile(t quant.Type, name string, mm func(n int, w []byte, ldw int, x []byte, ldx int, dst []float32, ldd int, rows, cols int), act func(dst []byte, src []float32), kind string, rows, cols int) {
 	for _, d := range fast[t] {
 		if d.name == name {
-			d.mmWide, d.wideAct, d.mmRows, d.mmCols = mm, act, rows, cols
+			d.mmWide, d.wideAct, d.wideKind, d.mmRows, d.mmCols = mm, act, kind, rows, cols
 		}
 	}
 }

@@ -58,6 +58,44 @@ type matJob struct {
 // MatMul does not allocate once the pool's scratch has grown to the largest
 // call, and it starts no goroutines.
 func (p *Pool) MatMul(dst []float32, w *Matrix, x []float32, n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.actKey = actKey{}
+	p.matMul(dst, w, x, n)
+	p.actKey, p.actX = actKey{}, nil
+}
+
+// MatOut is one product of MatMulShared: Dst = W·x.
+type MatOut struct {
+	Dst []float32
+	W   *Matrix
+}
+
+// MatMulShared computes several products of the same activations, as
+// MatMul does each (results are identical), converting the activations
+// once for all the weights that take the same activation format: the Q, K
+// and V projections of a layer, or its gate and up. For batched decode the
+// conversion is a visible share of the step.
+func (p *Pool) MatMulShared(x []float32, n int, outs ...MatOut) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.actKey = actKey{}
+	for _, o := range outs {
+		p.matMul(o.Dst, o.W, x, n)
+	}
+	p.actKey, p.actX = actKey{}, nil
+}
+
+// actKey names the activations in the pool's scratch: which vectors, in
+// which format. The zero key matches nothing.
+type actKey struct {
+	x       *float32
+	n, cols int
+	act     quant.Type
+	wide    string // dotImpl.wideKind when converted by wideAct
+}
+
+func (p *Pool) matMul(dst []float32, w *Matrix, x []float32, n int) {
 	if n <= 0 || w.Rows == 0 {
 		return
 	}
@@ -69,24 +107,35 @@ func (p *Pool) MatMul(dst []float32, w *Matrix, x []float32, n int) {
 	if impl == nil {
 		panic("kernels: no dot product for weight type " + w.Type.String())
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
 
 	j := &p.job.mm
 	*j = matJob{impl: impl, w: w.Data, ldw: ldw, rows: w.Rows, cols: w.Cols, n: n, dst: dst}
 	if n > 1 {
 		j.mm = impl.mm
 	}
+	key := actKey{x: &x[0], n: n, cols: w.Cols, act: impl.act}
 	switch {
 	case n > 1 && impl.mmWide != nil:
 		j.mm = impl.mmWide
-		p.convertWith(impl.wideAct, 4*w.Cols, x, n, w.Cols)
+		key.wide = impl.wideKind
+		if key == p.actKey && key.wide != "" {
+			j.x, j.ldx = p.actX, p.actLdx
+		} else {
+			p.convertWith(impl.wideAct, 4*w.Cols, x, n, w.Cols)
+		}
 	case impl.act == quant.F32:
 		j.x = unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 4*n*w.Cols)
 		j.ldx = 4 * w.Cols
 	default:
-		p.convert(impl.act, x, n, w.Cols)
+		if key == p.actKey {
+			j.x, j.ldx = p.actX, p.actLdx
+		} else {
+			p.convert(impl.act, x, n, w.Cols)
+		}
 	}
+	// Activations already converted by the previous product of a
+	// MatMulShared stay in the scratch: actKey names them.
+	p.actKey, p.actX, p.actLdx = key, j.x, j.ldx
 
 	// Chunks of rows: enough of them for dynamic balancing, but big enough
 	// that a chunk's weights are worth a wake-up, and (for prefill) a whole

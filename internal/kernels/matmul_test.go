@@ -56,6 +56,57 @@ func TestMatMul(t *testing.T) {
 	}
 }
 
+// TestMatMulShared checks that products sharing their activations give
+// exactly MatMul's results, whatever the order of formats (a conversion is
+// reused only by the format it was made for), and allocate nothing.
+func TestMatMulShared(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	p := NewPool(2)
+	defer p.Close()
+	types := []quant.Type{quant.Q4_K, quant.Q4_K, quant.Q6_K, quant.Q4_K, quant.Q8_0, quant.F16, quant.F16, quant.F32, quant.Q5_K, quant.Q4_0}
+	const cols = 512
+	for _, n := range []int{1, 2, 8, 13} {
+		x := make([]float32, n*cols)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64())
+		}
+		var outs []MatOut
+		var want [][]float32
+		for i, typ := range types {
+			w := randMatrix(rng, typ, 40+8*i, cols)
+			d := make([]float32, n*w.Rows)
+			p.MatMul(d, w, x, n)
+			want = append(want, d)
+			outs = append(outs, MatOut{Dst: make([]float32, n*w.Rows), W: w})
+		}
+		p.MatMulShared(x, n, outs...)
+		for i, o := range outs {
+			for k := range o.Dst {
+				if math.Float32bits(o.Dst[k]) != math.Float32bits(want[i][k]) {
+					t.Fatalf("n=%d product %d (%s): dst[%d] = %g, MatMul gives %g", n, i, types[i], k, o.Dst[k], want[i][k])
+				}
+			}
+		}
+		if a := testing.AllocsPerRun(10, func() { p.MatMulShared(x, n, outs...) }); a != 0 {
+			t.Errorf("n=%d: %v allocations per MatMulShared", n, a)
+		}
+		// A plain MatMul after it converts afresh: change x and compare.
+		for i := range x {
+			x[i] = -x[i]
+		}
+		p.MatMul(outs[1].Dst, outs[1].W, x, n)
+		ref := make([]float32, len(outs[1].Dst))
+		q := NewPool(1)
+		q.MatMul(ref, outs[1].W, x, n)
+		q.Close()
+		for k := range ref {
+			if math.Abs(float64(ref[k]-outs[1].Dst[k])) > 1e-3*(1+math.Abs(float64(ref[k]))) {
+				t.Fatalf("n=%d: MatMul after MatMulShared used stale activations: %g vs %g", n, outs[1].Dst[k], ref[k])
+			}
+		}
+	}
+}
+
 func TestMatMulAllocs(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	p := NewPool(2)
@@ -87,6 +138,36 @@ func TestFor(t *testing.T) {
 				if v != 1 {
 					t.Fatalf("threads=%d n=%d: index %d visited %d times", threads, n, i, v)
 				}
+			}
+		}
+		p.Close()
+	}
+}
+
+// TestPoolSwiGLU checks the pooled SwiGLU against the plain one on lengths
+// below and above the size it splits at, unaligned tails included, and in
+// place; it must not allocate.
+func TestPoolSwiGLU(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	for _, threads := range []int{1, 2, 3} {
+		p := NewPool(threads)
+		for _, n := range []int{1, 100, 1 << 14, 65536, 65536 + 37} {
+			gate, up := make([]float32, n), make([]float32, n)
+			for i := range gate {
+				gate[i], up[i] = float32(rng.NormFloat64()*4), float32(rng.NormFloat64())
+			}
+			want := make([]float32, n)
+			SwiGLU(want, gate, up)
+			got := make([]float32, n)
+			p.SwiGLU(got, gate, up)
+			p.SwiGLU(gate, gate, up) // in place
+			for i := range want {
+				if got[i] != want[i] || gate[i] != want[i] {
+					t.Fatalf("threads=%d n=%d: [%d] = %g (in place %g), want %g", threads, n, i, got[i], gate[i], want[i])
+				}
+			}
+			if a := testing.AllocsPerRun(5, func() { p.SwiGLU(got, up, up) }); a != 0 {
+				t.Errorf("threads=%d n=%d: %v allocations", threads, n, a)
 			}
 		}
 		p.Close()

@@ -38,6 +38,9 @@ type Pool struct {
 	job  job
 
 	scratch []byte // quantized activations, grown to the largest call
+	actKey  actKey // what actX holds, within one MatMulShared
+	actX    []byte
+	actLdx  int
 }
 
 // job describes the work of one parallel call; workers read it after being
@@ -52,6 +55,10 @@ type job struct {
 
 	// MatMul and activation conversion
 	mm matJob
+
+	// SwiGLU
+	dst, gate, up []float32
+	ewLen         int // values per chunk
 }
 
 // NewPool starts a pool of threads workers (the caller's goroutine counts as
@@ -203,6 +210,31 @@ func (p *Pool) For(n int, fn func(lo, hi int)) {
 	p.job.run = runFor
 	p.start()
 	p.job.fn = nil
+}
+
+// SwiGLU is SwiGLU over the pool's threads when the vectors are long
+// enough to be worth a wake-up (a batched step's n·FF values).
+func (p *Pool) SwiGLU(dst, gate, up []float32) {
+	n := len(dst)
+	if p.threads == 1 || n < 1<<14 {
+		SwiGLU(dst, gate, up)
+		return
+	}
+	gate, up = gate[:n], up[:n]
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	chunk := (n/(2*p.threads) + 63) &^ 63
+	p.job.dst, p.job.gate, p.job.up, p.job.ewLen = dst, gate, up, chunk
+	p.job.chunks = (n + chunk - 1) / chunk
+	p.job.run = runSwiGLU
+	p.start()
+	p.job.dst, p.job.gate, p.job.up = nil, nil, nil
+}
+
+func runSwiGLU(p *Pool, c int) {
+	lo := c * p.job.ewLen
+	hi := min(lo+p.job.ewLen, len(p.job.dst))
+	SwiGLU(p.job.dst[lo:hi], p.job.gate[lo:hi], p.job.up[lo:hi])
 }
 
 func runFor(p *Pool, c int) {

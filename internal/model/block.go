@@ -59,9 +59,8 @@ func (m *Model) attentionBlock(cache *kvcache.Cache, b *Batch, l int, w *layer) 
 	for i := 0; i < n; i++ {
 		kernels.RMSNorm(s.h[i*E:(i+1)*E], s.x[i*E:(i+1)*E], w.attnNorm, c.NormEps)
 	}
-	m.pool.MatMul(s.q[:n*qdim], &w.q, s.h[:n*E], n)
-	m.pool.MatMul(s.k[:n*kvdim], &w.k, s.h[:n*E], n)
-	m.pool.MatMul(s.v[:n*kvdim], &w.v, s.h[:n*E], n)
+	m.pool.MatMulShared(s.h[:n*E], n, kernels.MatOut{Dst: s.q[:n*qdim], W: &w.q},
+		kernels.MatOut{Dst: s.k[:n*kvdim], W: &w.k}, kernels.MatOut{Dst: s.v[:n*kvdim], W: &w.v})
 	for i := 0; i < n; i++ {
 		q, k, v := s.q[i*qdim:(i+1)*qdim], s.k[i*kvdim:(i+1)*kvdim], s.v[i*kvdim:(i+1)*kvdim]
 		if w.qBias != nil {
@@ -110,9 +109,8 @@ func (m *Model) attentionBlock(cache *kvcache.Cache, b *Batch, l int, w *layer) 
 func (m *Model) ffn(gate, up, down *kernels.Matrix, h, out []float32, n int) {
 	s := &m.s
 	ff := gate.Rows
-	m.pool.MatMul(s.gate[:n*ff], gate, h, n)
-	m.pool.MatMul(s.up[:n*ff], up, h, n)
-	kernels.SwiGLU(s.gate[:n*ff], s.gate[:n*ff], s.up[:n*ff])
+	m.pool.MatMulShared(h, n, kernels.MatOut{Dst: s.gate[:n*ff], W: gate}, kernels.MatOut{Dst: s.up[:n*ff], W: up})
+	m.pool.SwiGLU(s.gate[:n*ff], s.gate[:n*ff], s.up[:n*ff])
 	m.pool.MatMul(out, down, s.gate[:n*ff], n)
 }
 

@@ -99,26 +99,30 @@ func quantQ8_1(src []float32, dst []byte) {
 func quantQ8_K(src []float32, dst []byte) {
 	for len(src) >= 256 {
 		x := src[:256]
-		var amax, mx float32
-		for _, v := range x {
-			if a := float32(math.Abs(float64(v))); a > amax {
-				amax, mx = a, v
+		// The first value of largest magnitude, compared as bit patterns
+		// (for non-negative floats they order like the values); NaNs are
+		// skipped, as the float compare of the reference skips them.
+		var amax uint32
+		at := 0
+		for j, v := range x {
+			if a := math.Float32bits(v) &^ (1 << 31); a > amax && a <= 0x7f800000 {
+				amax, at = a, j
 			}
 		}
 		qs := dst[4:260]
 		if amax == 0 {
 			clear(dst[:292])
 		} else {
-			iscale := -127 / mx
-			for j, v := range x {
-				qs[j] = byte(int8(min(127, roundEven(float32(iscale*v)))))
-			}
+			iscale := -127 / x[at]
 			for g := 0; g < 16; g++ {
-				var s int16
-				for _, q := range qs[g*16 : g*16+16] {
-					s += int16(int8(q))
+				var s int32
+				xg, qg := x[g*16:g*16+16], qs[g*16:g*16+16]
+				for j, v := range xg {
+					q := min(127, roundEven(iscale*v))
+					qg[j] = byte(q)
+					s += q
 				}
-				binary.LittleEndian.PutUint16(dst[260+2*g:], uint16(s))
+				binary.LittleEndian.PutUint16(dst[260+2*g:], uint16(int16(s)))
 			}
 			putF32(dst, 1/iscale)
 		}
