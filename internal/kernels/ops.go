@@ -217,7 +217,9 @@ func siluF32(v float32) float32 {
 // expF32 is e^x for float32: x = k·ln2 + r with |r| <= ln2/2 (ln2 split in
 // two so that k·ln2 is exact), e^r by a degree-7 polynomial (the Cephes
 // expf coefficients, < 1 ulp on that interval), then scaled by 2^k through
-// the exponent bits.
+// the exponent bits. Every step rounds to float32 (the conversions forbid
+// fused multiply-adds), so the AVX-512 SwiGLU, which does the same
+// operations lane by lane, gives the same bits.
 func expF32(x float32) float32 {
 	const (
 		log2e = 1.44269504088896341
@@ -232,16 +234,18 @@ func expF32(x float32) float32 {
 	case x < -103.972084: // below the smallest subnormal
 		return 0
 	}
-	k := int32(math.Floor(float64(x*log2e) + 0.5))
+	k := int32(math.RoundToEven(float64(float32(x * log2e))))
 	fk := float32(k)
-	r := x - fk*ln2hi - fk*ln2lo
+	r := x - float32(fk*ln2hi)
+	r -= float32(fk * ln2lo)
 	p := float32(1.9875691500e-4)
-	p = p*r + 1.3981999507e-3
-	p = p*r + 8.3334519073e-3
-	p = p*r + 4.1665795894e-2
-	p = p*r + 1.6666665459e-1
-	p = p*r + 5.0000001201e-1
-	p = p*r*r + r + 1
+	p = float32(p*r) + 1.3981999507e-3
+	p = float32(p*r) + 8.3334519073e-3
+	p = float32(p*r) + 4.1665795894e-2
+	p = float32(p*r) + 1.6666665459e-1
+	p = float32(p*r) + 5.0000001201e-1
+	p = float32(float32(p*r)*r) + r
+	p++
 	// 2^k for k in [-150, 128]: one or two exact power-of-two factors.
 	if k > 127 {
 		p *= 2
@@ -269,11 +273,21 @@ func GELU(x []float32) {
 }
 
 // SwiGLU sets dst = silu(gate) * up; dst may alias either input. SiLU is
-// evaluated in float32 (siluF32).
+// evaluated in float32 (siluF32), the same bits with or without assembly.
 func SwiGLU(dst, gate, up []float32) {
 	n := len(dst)
 	gate = gate[:n]
 	up = up[:n]
+	if opsLevel != opsGeneric {
+		swiGLUArch(dst, gate, up)
+		return
+	}
+	swiGLUGeneric(dst, gate, up)
+}
+
+func swiGLUGeneric(dst, gate, up []float32) {
+	up = up[:len(dst)]
+	gate = gate[:len(dst)]
 	for i := range dst {
 		dst[i] = siluF32(gate[i]) * up[i]
 	}

@@ -170,3 +170,20 @@ func f16ToF32Arch(dst []float32, src []uint16) {
 		f16ToF32Generic(dst[n:], src[n:])
 	}
 }
+
+// swiGLUAVX512 handles n, a multiple of 16; there is no AVX2 version yet.
+//
+//go:noescape
+func swiGLUAVX512(dst, gate, up *float32, n int)
+
+func swiGLUArch(dst, gate, up []float32) {
+	n := 0
+	if opsLevel == opsAVX512 {
+		if n = len(dst) &^ 15; n > 0 {
+			swiGLUAVX512(&dst[0], &gate[0], &up[0], n)
+		}
+	}
+	if n < len(dst) {
+		swiGLUGeneric(dst[n:], gate[n:], up[n:])
+	}
+}

@@ -569,3 +569,108 @@ e5tail:
 e5done:
 	VZEROUPPER
 	RET
+
+// Constants of swiGLUAVX512, one dword each (see expF32 in ops.go).
+DATA swiC<>+0(SB)/4, $0x3fb8aa3b  // log2(e)
+DATA swiC<>+4(SB)/4, $0x3f318000  // ln2 high part
+DATA swiC<>+8(SB)/4, $0xb95e8083  // ln2 low part
+DATA swiC<>+12(SB)/4, $0x39506967 // polynomial, highest degree first
+DATA swiC<>+16(SB)/4, $0x3ab743ce
+DATA swiC<>+20(SB)/4, $0x3c088908
+DATA swiC<>+24(SB)/4, $0x3d2aa9c1
+DATA swiC<>+28(SB)/4, $0x3e2aaaaa
+DATA swiC<>+32(SB)/4, $0x3f000000
+DATA swiC<>+36(SB)/4, $0x3f800000 // 1
+DATA swiC<>+40(SB)/4, $0x42b17218 // above: +Inf
+DATA swiC<>+44(SB)/4, $0xc2cff1b5 // below: 0
+DATA swiC<>+48(SB)/4, $0x33800000 // 2^-24
+DATA swiC<>+52(SB)/4, $127
+DATA swiC<>+56(SB)/4, $-126
+DATA swiC<>+60(SB)/4, $24
+DATA swiC<>+64(SB)/4, $1
+DATA swiC<>+68(SB)/4, $0x7f800000 // +Inf
+DATA swiC<>+72(SB)/4, $0x80000000 // sign bit
+GLOBL swiC<>(SB), RODATA|NOPTR, $76
+
+// func swiGLUAVX512(dst, gate, up *float32, n int)
+//
+// dst = gate/(1+e^-gate) * up, 16 lanes at a time, with exactly the float32
+// operations of expF32 and siluF32 in the same order (no fused
+// multiply-adds), so every lane equals the Go reference.
+TEXT ·swiGLUAVX512(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DX
+	MOVQ gate+8(FP), BX
+	MOVQ up+16(FP), CX
+	MOVQ n+24(FP), SI
+	VPBROADCASTD swiC<>+0(SB), Z16
+	VPBROADCASTD swiC<>+4(SB), Z17
+	VPBROADCASTD swiC<>+8(SB), Z18
+	VPBROADCASTD swiC<>+12(SB), Z19
+	VPBROADCASTD swiC<>+16(SB), Z20
+	VPBROADCASTD swiC<>+20(SB), Z21
+	VPBROADCASTD swiC<>+24(SB), Z22
+	VPBROADCASTD swiC<>+28(SB), Z23
+	VPBROADCASTD swiC<>+32(SB), Z24
+	VPBROADCASTD swiC<>+36(SB), Z25
+	VPBROADCASTD swiC<>+40(SB), Z26
+	VPBROADCASTD swiC<>+44(SB), Z27
+	VPBROADCASTD swiC<>+48(SB), Z28
+	VPBROADCASTD swiC<>+52(SB), Z30
+	VPBROADCASTD swiC<>+56(SB), Z31
+	VPBROADCASTD swiC<>+60(SB), Z12
+	VPBROADCASTD swiC<>+64(SB), Z13
+	VPBROADCASTD swiC<>+68(SB), Z14
+	VPBROADCASTD swiC<>+72(SB), Z15
+
+swiloop:
+	VMOVUPS   (BX), Z0
+	VPXORD    Z15, Z0, Z2        // t = -gate
+	VCMPPS    $0x1e, Z26, Z2, K1 // t > hi: e = +Inf
+	VCMPPS    $0x11, Z27, Z2, K2 // t < lo: e = 0
+	VCMPPS    $0x03, Z2, Z2, K3  // NaN
+	VMINPS    Z26, Z2, Z3
+	VMAXPS    Z27, Z3, Z3
+	VMULPS    Z16, Z3, Z4
+	VCVTPS2DQ Z4, Z5             // k, rounded to nearest even
+	VCVTDQ2PS Z5, Z6
+	VMULPS    Z17, Z6, Z7
+	VSUBPS    Z7, Z3, Z7
+	VMULPS    Z18, Z6, Z8
+	VSUBPS    Z8, Z7, Z7         // r
+	VMULPS    Z7, Z19, Z9
+	VADDPS    Z20, Z9, Z9
+	VMULPS    Z7, Z9, Z9
+	VADDPS    Z21, Z9, Z9
+	VMULPS    Z7, Z9, Z9
+	VADDPS    Z22, Z9, Z9
+	VMULPS    Z7, Z9, Z9
+	VADDPS    Z23, Z9, Z9
+	VMULPS    Z7, Z9, Z9
+	VADDPS    Z24, Z9, Z9
+	VMULPS    Z7, Z9, Z9
+	VMULPS    Z7, Z9, Z9
+	VADDPS    Z7, Z9, Z9
+	VADDPS    Z25, Z9, Z9        // e^r
+	VPCMPGTD  Z30, Z5, K4        // k > 127: p*2, k-1
+	VADDPS    Z9, Z9, K4, Z9
+	VPSUBD    Z13, Z5, K4, Z5
+	VPCMPGTD  Z5, Z31, K5        // k < -126: p*2^-24, k+24
+	VMULPS    Z28, Z9, K5, Z9
+	VPADDD    Z12, Z5, K5, Z5
+	VPADDD    Z30, Z5, Z5
+	VPSLLD    $23, Z5, Z5
+	VMULPS    Z5, Z9, Z9         // e^t
+	VMOVAPS   Z14, K1, Z9
+	VPXORD    Z9, Z9, K2, Z9
+	VMOVAPS   Z2, K3, Z9
+	VADDPS    Z25, Z9, Z10
+	VDIVPS    Z10, Z0, Z10       // silu(gate)
+	VMULPS    (CX), Z10, Z10
+	VMOVUPS   Z10, (DX)
+	ADDQ      $64, BX
+	ADDQ      $64, CX
+	ADDQ      $64, DX
+	SUBQ      $16, SI
+	JNZ       swiloop
+	VZEROUPPER
+	RET

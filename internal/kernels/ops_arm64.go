@@ -107,3 +107,6 @@ func f16ToF32Arch(dst []float32, src []uint16) {
 		f16ToF32Generic(dst[n:], src[n:])
 	}
 }
+
+// SwiGLU has no NEON version yet: the generic one runs.
+func swiGLUArch(dst, gate, up []float32) { swiGLUGeneric(dst, gate, up) }

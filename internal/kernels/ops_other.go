@@ -13,3 +13,4 @@ func axpyF32Arch(dst []float32, a float32, x []float32) { axpyF32Generic(dst, a,
 func axpyF16Arch(dst []float32, a float32, x []uint16)  { axpyF16Generic(dst, a, x) }
 func f32ToF16Arch(dst []uint16, src []float32)          { f32ToF16Generic(dst, src) }
 func f16ToF32Arch(dst []float32, src []uint16)          { f16ToF32Generic(dst, src) }
+func swiGLUArch(dst, gate, up []float32)                { swiGLUGeneric(dst, gate, up) }

@@ -413,6 +413,41 @@ func TestExpF32(t *testing.T) {
 	}
 }
 
+// TestOpsSwiGLUExact checks every SwiGLU implementation against the Go
+// reference bit for bit: random values over the whole range of the
+// exponential, values near its edges (overflow, subnormal results), and
+// zeros, infinities and NaNs, at every length the tails handle.
+func TestOpsSwiGLUExact(t *testing.T) {
+	r := rand.New(rand.NewPCG(17, 18))
+	special := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()),
+		88.72284, -88.72284, 88.7228, -88.7229, 87.33654, -87.33655, 103.97208, -103.97208, 104, -104, 1e-30, -1e-30, 5e-39, 1e30, -1e30}
+	forEachOpsLevel(t, func(t *testing.T) {
+		for _, n := range append(opsLengths, 1<<16+5) {
+			gate, up := make([]float32, n), make([]float32, n)
+			for i := range gate {
+				switch i % 4 {
+				case 0:
+					gate[i] = special[r.IntN(len(special))]
+				case 1:
+					gate[i] = (r.Float32()*2 - 1) * 110
+				default:
+					gate[i] = float32(r.NormFloat64() * 3)
+				}
+				up[i] = float32(r.NormFloat64())
+			}
+			got := make([]float32, n)
+			SwiGLU(got, gate, up)
+			want := make([]float32, n)
+			swiGLUGeneric(want, gate, up)
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) && !(got[i] != got[i] && want[i] != want[i]) {
+					t.Fatalf("n=%d: SwiGLU(gate %g, up %g) = %g (%#x), reference %g (%#x)", n, gate[i], up[i], got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+				}
+			}
+		}
+	})
+}
+
 func TestOpsActivations(t *testing.T) {
 	r := rand.New(rand.NewPCG(15, 16))
 	x := opsRandF32(r, 1000, 12)
