@@ -259,7 +259,7 @@ func gen(p func(string, ...any), f format, R, C int) {
 		// Software prefetch a few blocks ahead: the first column group
 		// streams these rows from memory (decode batches).
 		for l := 0; l < (f.size+63)/64; l++ {
-			p("\tPREFETCHT0 %d%s", 1024+64*l, ra)
+			p("\tPREFETCHT0 %d%s", 3072+64*l, ra)
 		}
 		unpackRow(p, f, g, r, ra)
 	}
