@@ -12,15 +12,15 @@ import "braid/internal/quant"
 // assembly (batched decode has n = 2..8 columns: the edges are common).
 
 func mmQ4KTile(n int, w []byte, ldw int, x []byte, ldx int, dst []float32, ldd int, rows, cols int) {
-	kqTile(kqmmQ4KTab, kqQ4KSize, kqTileSize, n, w, ldw, x, ldx, dst, ldd, rows, cols)
+	kqTiles(kqmmQ4KTab, kqQ4KSize, kqTileSize, n, w, ldw, x, ldx, dst, ldd, rows, cols)
 }
 
 func mmQ5KTile(n int, w []byte, ldw int, x []byte, ldx int, dst []float32, ldd int, rows, cols int) {
-	kqTile(kqmmQ5KTab, kqQ5KSize, kqTileSize, n, w, ldw, x, ldx, dst, ldd, rows, cols)
+	kqTiles(kqmmQ5KTab, kqQ5KSize, kqTileSize, n, w, ldw, x, ldx, dst, ldd, rows, cols)
 }
 
 func mmQ6KTile(n int, w []byte, ldw int, x []byte, ldx int, dst []float32, ldd int, rows, cols int) {
-	kqTile(kqmmQ6KTab, kqQ6KSize, kqTileSize, n, w, ldw, x, ldx, dst, ldd, rows, cols)
+	kqTiles(kqmmQ6KTab, kqQ6KSize, kqTileSize, n, w, ldw, x, ldx, dst, ldd, rows, cols)
 }
 
 // init runs after kquant_amd64.go's (files initialise in name order) and
@@ -28,10 +28,17 @@ func mmQ6KTile(n int, w []byte, ldw int, x []byte, ldx int, dst []float32, ldd i
 // exist only on CPUs with everything the tiles use (AVX-512 F/BW/VL, VNNI,
 // FMA, F16C).
 func init() {
-	attachKQTile(quant.Q4_K, "avx512vnni", mmQ4KTile, kqTileAct(true), "kq-mins", len(kqmmQ4KTab), len(kqmmQ4KTab[0]))
-	attachKQTile(quant.Q5_K, "avx512vnni", mmQ5KTile, kqTileAct(true), "kq-mins", len(kqmmQ5KTab), len(kqmmQ5KTab[0]))
-	attachKQTile(quant.Q6_K, "avx512vnni", mmQ6KTile, kqTileAct(false), "kq-q6", len(kqmmQ6KTab), len(kqmmQ6KTab[0]))
+	// MatMul hands the tiles whole chunks of kqChunkRows rows (they loop
+	// over the rows in assembly) and every column up to the table's width.
+	attachKQTile(quant.Q4_K, "avx512vnni", mmQ4KTile, kqTileAct(true), "kq-mins", kqChunkRows, len(kqmmQ4KTab[0]))
+	attachKQTile(quant.Q5_K, "avx512vnni", mmQ5KTile, kqTileAct(true), "kq-mins", kqChunkRows, len(kqmmQ5KTab[0]))
+	attachKQTile(quant.Q6_K, "avx512vnni", mmQ6KTile, kqTileAct(false), "kq-q6", kqChunkRows, len(kqmmQ6KTab[0]))
 }
+
+// kqChunkRows is the rows per MatMul chunk for the tiles: as many as
+// MatMul's prefill chunks, so a chunk's weights stay in L2 while the
+// columns stream past.
+const kqChunkRows = 64
 
 // attachKQTile sets the prefill tile of t's fast candidate called name.
 func attachKQTile(t quant.Type, name string, mm func(n int, w []byte, ldw int, x []byte, ldx int, dst []float32, ldd int, rows, cols int), act func(dst []byte, src []float32), kind string, rows, cols int) {

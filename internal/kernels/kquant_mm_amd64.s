@@ -212,17 +212,21 @@ DATA kqmmMagic<>+48(SB)/8, $0x4b4000004b400000
 DATA kqmmMagic<>+56(SB)/8, $0x4b4000004b400000
 GLOBL kqmmMagic<>(SB), RODATA|NOPTR, $64
 
-// func kqmmQ4KR1C1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
-TEXT ·kqmmQ4KR1C1(SB), NOSPLIT, $0-56
-	MOVQ w+0(FP), SI
+// func kqmmQ4KR1C1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+TEXT ·kqmmQ4KR1C1(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
-	MOVQ x+16(FP), DI
 	MOVQ ldx+24(FP), R10
-	MOVQ nb+48(FP), CX
+	MOVQ dst+32(FP), AX
 	LEAQ (R10)(R10*2), R11
+	MOVL $0x0f0f0f0f, BX
+	VPBROADCASTD BX, Z30
+
+kqmmQ4KR1C1_tile:
+	MOVQ DX, SI
+	MOVQ x+16(FP), DI
+	MOVQ nb+48(FP), CX
 	VPXORD Z0, Z0, Z0
-	MOVL $0x0f0f0f0f, AX
-	VPBROADCASTD AX, Z30
 
 kqmmQ4KR1C1_loop:
 	PREFETCHT0 3072(SI)
@@ -277,7 +281,7 @@ kqmmQ4KR1C1_loop:
 	DECQ CX
 	JNZ kqmmQ4KR1C1_loop
 
-	MOVQ dst+32(FP), BX
+	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
 	VEXTRACTF64X4 $1, Z0, Y26
@@ -289,21 +293,29 @@ kqmmQ4KR1C1_loop:
 	VMOVSHDUP X0, X26
 	VADDSS X26, X0, X0
 	VMOVSS X0, 0(BX)
+	ADDQ R8, DX
+	ADDQ $4, AX
+	DECQ tiles+56(FP)
+	JNZ kqmmQ4KR1C1_tile
 	VZEROUPPER
 	RET
 
-// func kqmmQ4KR1C2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
-TEXT ·kqmmQ4KR1C2(SB), NOSPLIT, $0-56
-	MOVQ w+0(FP), SI
+// func kqmmQ4KR1C2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+TEXT ·kqmmQ4KR1C2(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
-	MOVQ x+16(FP), DI
 	MOVQ ldx+24(FP), R10
-	MOVQ nb+48(FP), CX
+	MOVQ dst+32(FP), AX
 	LEAQ (R10)(R10*2), R11
+	MOVL $0x0f0f0f0f, BX
+	VPBROADCASTD BX, Z30
+
+kqmmQ4KR1C2_tile:
+	MOVQ DX, SI
+	MOVQ x+16(FP), DI
+	MOVQ nb+48(FP), CX
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
-	MOVL $0x0f0f0f0f, AX
-	VPBROADCASTD AX, Z30
 
 kqmmQ4KR1C2_loop:
 	PREFETCHT0 3072(SI)
@@ -367,7 +379,7 @@ kqmmQ4KR1C2_loop:
 	DECQ CX
 	JNZ kqmmQ4KR1C2_loop
 
-	MOVQ dst+32(FP), BX
+	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
 	VEXTRACTF64X4 $1, Z0, Y26
@@ -389,22 +401,30 @@ kqmmQ4KR1C2_loop:
 	VMOVSHDUP X1, X26
 	VADDSS X26, X1, X1
 	VMOVSS X1, 0(BX)
+	ADDQ R8, DX
+	ADDQ $4, AX
+	DECQ tiles+56(FP)
+	JNZ kqmmQ4KR1C2_tile
 	VZEROUPPER
 	RET
 
-// func kqmmQ4KR1C3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
-TEXT ·kqmmQ4KR1C3(SB), NOSPLIT, $0-56
-	MOVQ w+0(FP), SI
+// func kqmmQ4KR1C3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+TEXT ·kqmmQ4KR1C3(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
-	MOVQ x+16(FP), DI
 	MOVQ ldx+24(FP), R10
-	MOVQ nb+48(FP), CX
+	MOVQ dst+32(FP), AX
 	LEAQ (R10)(R10*2), R11
+	MOVL $0x0f0f0f0f, BX
+	VPBROADCASTD BX, Z30
+
+kqmmQ4KR1C3_tile:
+	MOVQ DX, SI
+	MOVQ x+16(FP), DI
+	MOVQ nb+48(FP), CX
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
-	MOVL $0x0f0f0f0f, AX
-	VPBROADCASTD AX, Z30
 
 kqmmQ4KR1C3_loop:
 	PREFETCHT0 3072(SI)
@@ -477,7 +497,7 @@ kqmmQ4KR1C3_loop:
 	DECQ CX
 	JNZ kqmmQ4KR1C3_loop
 
-	MOVQ dst+32(FP), BX
+	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
 	VEXTRACTF64X4 $1, Z0, Y26
@@ -509,23 +529,31 @@ kqmmQ4KR1C3_loop:
 	VMOVSHDUP X2, X26
 	VADDSS X26, X2, X2
 	VMOVSS X2, 0(BX)
+	ADDQ R8, DX
+	ADDQ $4, AX
+	DECQ tiles+56(FP)
+	JNZ kqmmQ4KR1C3_tile
 	VZEROUPPER
 	RET
 
-// func kqmmQ4KR1C4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
-TEXT ·kqmmQ4KR1C4(SB), NOSPLIT, $0-56
-	MOVQ w+0(FP), SI
+// func kqmmQ4KR1C4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+TEXT ·kqmmQ4KR1C4(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
-	MOVQ x+16(FP), DI
 	MOVQ ldx+24(FP), R10
-	MOVQ nb+48(FP), CX
+	MOVQ dst+32(FP), AX
 	LEAQ (R10)(R10*2), R11
+	MOVL $0x0f0f0f0f, BX
+	VPBROADCASTD BX, Z30
+
+kqmmQ4KR1C4_tile:
+	MOVQ DX, SI
+	MOVQ x+16(FP), DI
+	MOVQ nb+48(FP), CX
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
 	VPXORD Z3, Z3, Z3
-	MOVL $0x0f0f0f0f, AX
-	VPBROADCASTD AX, Z30
 
 kqmmQ4KR1C4_loop:
 	PREFETCHT0 3072(SI)
@@ -607,7 +635,7 @@ kqmmQ4KR1C4_loop:
 	DECQ CX
 	JNZ kqmmQ4KR1C4_loop
 
-	MOVQ dst+32(FP), BX
+	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
 	VEXTRACTF64X4 $1, Z0, Y26
@@ -649,25 +677,33 @@ kqmmQ4KR1C4_loop:
 	VMOVSHDUP X3, X26
 	VADDSS X26, X3, X3
 	VMOVSS X3, 0(BX)
+	ADDQ R8, DX
+	ADDQ $4, AX
+	DECQ tiles+56(FP)
+	JNZ kqmmQ4KR1C4_tile
 	VZEROUPPER
 	RET
 
-// func kqmmQ4KR1C5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
-TEXT ·kqmmQ4KR1C5(SB), NOSPLIT, $0-56
-	MOVQ w+0(FP), SI
+// func kqmmQ4KR1C5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+TEXT ·kqmmQ4KR1C5(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
-	MOVQ x+16(FP), DI
 	MOVQ ldx+24(FP), R10
-	MOVQ nb+48(FP), CX
+	MOVQ dst+32(FP), AX
 	LEAQ (R10)(R10*2), R11
+	MOVL $0x0f0f0f0f, BX
+	VPBROADCASTD BX, Z30
+
+kqmmQ4KR1C5_tile:
+	MOVQ DX, SI
+	MOVQ x+16(FP), DI
+	MOVQ nb+48(FP), CX
 	LEAQ (DI)(R10*4), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
 	VPXORD Z3, Z3, Z3
 	VPXORD Z4, Z4, Z4
-	MOVL $0x0f0f0f0f, AX
-	VPBROADCASTD AX, Z30
 
 kqmmQ4KR1C5_loop:
 	PREFETCHT0 3072(SI)
@@ -759,7 +795,7 @@ kqmmQ4KR1C5_loop:
 	DECQ CX
 	JNZ kqmmQ4KR1C5_loop
 
-	MOVQ dst+32(FP), BX
+	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
 	VEXTRACTF64X4 $1, Z0, Y26
@@ -811,17 +847,27 @@ kqmmQ4KR1C5_loop:
 	VMOVSHDUP X4, X26
 	VADDSS X26, X4, X4
 	VMOVSS X4, 0(BX)
+	ADDQ R8, DX
+	ADDQ $4, AX
+	DECQ tiles+56(FP)
+	JNZ kqmmQ4KR1C5_tile
 	VZEROUPPER
 	RET
 
-// func kqmmQ4KR1C6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
-TEXT ·kqmmQ4KR1C6(SB), NOSPLIT, $0-56
-	MOVQ w+0(FP), SI
+// func kqmmQ4KR1C6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+TEXT ·kqmmQ4KR1C6(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
-	MOVQ x+16(FP), DI
 	MOVQ ldx+24(FP), R10
-	MOVQ nb+48(FP), CX
+	MOVQ dst+32(FP), AX
 	LEAQ (R10)(R10*2), R11
+	MOVL $0x0f0f0f0f, BX
+	VPBROADCASTD BX, Z30
+
+kqmmQ4KR1C6_tile:
+	MOVQ DX, SI
+	MOVQ x+16(FP), DI
+	MOVQ nb+48(FP), CX
 	LEAQ (DI)(R10*4), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -829,8 +875,6 @@ TEXT ·kqmmQ4KR1C6(SB), NOSPLIT, $0-56
 	VPXORD Z3, Z3, Z3
 	VPXORD Z4, Z4, Z4
 	VPXORD Z5, Z5, Z5
-	MOVL $0x0f0f0f0f, AX
-	VPBROADCASTD AX, Z30
 
 kqmmQ4KR1C6_loop:
 	PREFETCHT0 3072(SI)
@@ -931,7 +975,7 @@ kqmmQ4KR1C6_loop:
 	DECQ CX
 	JNZ kqmmQ4KR1C6_loop
 
-	MOVQ dst+32(FP), BX
+	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
 	VEXTRACTF64X4 $1, Z0, Y26
@@ -993,17 +1037,27 @@ kqmmQ4KR1C6_loop:
 	VMOVSHDUP X5, X26
 	VADDSS X26, X5, X5
 	VMOVSS X5, 0(BX)
+	ADDQ R8, DX
+	ADDQ $4, AX
+	DECQ tiles+56(FP)
+	JNZ kqmmQ4KR1C6_tile
 	VZEROUPPER
 	RET
 
-// func kqmmQ4KR1C7(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
-TEXT ·kqmmQ4KR1C7(SB), NOSPLIT, $0-56
-	MOVQ w+0(FP), SI
+// func kqmmQ4KR1C7(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+TEXT ·kqmmQ4KR1C7(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
-	MOVQ x+16(FP), DI
 	MOVQ ldx+24(FP), R10
-	MOVQ nb+48(FP), CX
+	MOVQ dst+32(FP), AX
 	LEAQ (R10)(R10*2), R11
+	MOVL $0x0f0f0f0f, BX
+	VPBROADCASTD BX, Z30
+
+kqmmQ4KR1C7_tile:
+	MOVQ DX, SI
+	MOVQ x+16(FP), DI
+	MOVQ nb+48(FP), CX
 	LEAQ (DI)(R10*4), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -1012,8 +1066,6 @@ TEXT ·kqmmQ4KR1C7(SB), NOSPLIT, $0-56
 	VPXORD Z4, Z4, Z4
 	VPXORD Z5, Z5, Z5
 	VPXORD Z6, Z6, Z6
-	MOVL $0x0f0f0f0f, AX
-	VPBROADCASTD AX, Z30
 
 kqmmQ4KR1C7_loop:
 	PREFETCHT0 3072(SI)
@@ -1123,7 +1175,7 @@ kqmmQ4KR1C7_loop:
 	DECQ CX
 	JNZ kqmmQ4KR1C7_loop
 
-	MOVQ dst+32(FP), BX
+	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
 	VEXTRACTF64X4 $1, Z0, Y26
@@ -1195,17 +1247,27 @@ kqmmQ4KR1C7_loop:
 	VMOVSHDUP X6, X26
 	VADDSS X26, X6, X6
 	VMOVSS X6, 0(BX)
+	ADDQ R8, DX
+	ADDQ $4, AX
+	DECQ tiles+56(FP)
+	JNZ kqmmQ4KR1C7_tile
 	VZEROUPPER
 	RET
 
-// func kqmmQ4KR1C8(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
-TEXT ·kqmmQ4KR1C8(SB), NOSPLIT, $0-56
-	MOVQ w+0(FP), SI
+// func kqmmQ4KR1C8(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+TEXT ·kqmmQ4KR1C8(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
-	MOVQ x+16(FP), DI
 	MOVQ ldx+24(FP), R10
-	MOVQ nb+48(FP), CX
+	MOVQ dst+32(FP), AX
 	LEAQ (R10)(R10*2), R11
+	MOVL $0x0f0f0f0f, BX
+	VPBROADCASTD BX, Z30
+
+kqmmQ4KR1C8_tile:
+	MOVQ DX, SI
+	MOVQ x+16(FP), DI
+	MOVQ nb+48(FP), CX
 	LEAQ (DI)(R10*4), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -1215,8 +1277,6 @@ TEXT ·kqmmQ4KR1C8(SB), NOSPLIT, $0-56
 	VPXORD Z5, Z5, Z5
 	VPXORD Z6, Z6, Z6
 	VPXORD Z7, Z7, Z7
-	MOVL $0x0f0f0f0f, AX
-	VPBROADCASTD AX, Z30
 
 kqmmQ4KR1C8_loop:
 	PREFETCHT0 3072(SI)
@@ -1335,7 +1395,7 @@ kqmmQ4KR1C8_loop:
 	DECQ CX
 	JNZ kqmmQ4KR1C8_loop
 
-	MOVQ dst+32(FP), BX
+	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
 	VEXTRACTF64X4 $1, Z0, Y26
@@ -1417,22 +1477,30 @@ kqmmQ4KR1C8_loop:
 	VMOVSHDUP X7, X26
 	VADDSS X26, X7, X7
 	VMOVSS X7, 0(BX)
+	ADDQ R8, DX
+	ADDQ $4, AX
+	DECQ tiles+56(FP)
+	JNZ kqmmQ4KR1C8_tile
 	VZEROUPPER
 	RET
 
-// func kqmmQ5KR1C1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
-TEXT ·kqmmQ5KR1C1(SB), NOSPLIT, $0-56
-	MOVQ w+0(FP), SI
+// func kqmmQ5KR1C1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+TEXT ·kqmmQ5KR1C1(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
-	MOVQ x+16(FP), DI
 	MOVQ ldx+24(FP), R10
-	MOVQ nb+48(FP), CX
+	MOVQ dst+32(FP), AX
 	LEAQ (R10)(R10*2), R11
+	MOVL $0x0f0f0f0f, BX
+	VPBROADCASTD BX, Z30
+	MOVL $0x10101010, BX
+	VPBROADCASTD BX, Z31
+
+kqmmQ5KR1C1_tile:
+	MOVQ DX, SI
+	MOVQ x+16(FP), DI
+	MOVQ nb+48(FP), CX
 	VPXORD Z0, Z0, Z0
-	MOVL $0x0f0f0f0f, AX
-	VPBROADCASTD AX, Z30
-	MOVL $0x10101010, AX
-	VPBROADCASTD AX, Z31
 
 kqmmQ5KR1C1_loop:
 	PREFETCHT0 3072(SI)
@@ -1504,7 +1572,7 @@ kqmmQ5KR1C1_loop:
 	DECQ CX
 	JNZ kqmmQ5KR1C1_loop
 
-	MOVQ dst+32(FP), BX
+	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
 	VEXTRACTF64X4 $1, Z0, Y26
@@ -1516,23 +1584,31 @@ kqmmQ5KR1C1_loop:
 	VMOVSHDUP X0, X26
 	VADDSS X26, X0, X0
 	VMOVSS X0, 0(BX)
+	ADDQ R8, DX
+	ADDQ $4, AX
+	DECQ tiles+56(FP)
+	JNZ kqmmQ5KR1C1_tile
 	VZEROUPPER
 	RET
 
-// func kqmmQ5KR1C2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
-TEXT ·kqmmQ5KR1C2(SB), NOSPLIT, $0-56
-	MOVQ w+0(FP), SI
+// func kqmmQ5KR1C2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+TEXT ·kqmmQ5KR1C2(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
-	MOVQ x+16(FP), DI
 	MOVQ ldx+24(FP), R10
-	MOVQ nb+48(FP), CX
+	MOVQ dst+32(FP), AX
 	LEAQ (R10)(R10*2), R11
+	MOVL $0x0f0f0f0f, BX
+	VPBROADCASTD BX, Z30
+	MOVL $0x10101010, BX
+	VPBROADCASTD BX, Z31
+
+kqmmQ5KR1C2_tile:
+	MOVQ DX, SI
+	MOVQ x+16(FP), DI
+	MOVQ nb+48(FP), CX
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
-	MOVL $0x0f0f0f0f, AX
-	VPBROADCASTD AX, Z30
-	MOVL $0x10101010, AX
-	VPBROADCASTD AX, Z31
 
 kqmmQ5KR1C2_loop:
 	PREFETCHT0 3072(SI)
@@ -1613,7 +1689,7 @@ kqmmQ5KR1C2_loop:
 	DECQ CX
 	JNZ kqmmQ5KR1C2_loop
 
-	MOVQ dst+32(FP), BX
+	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
 	VEXTRACTF64X4 $1, Z0, Y26
@@ -1635,24 +1711,32 @@ kqmmQ5KR1C2_loop:
 	VMOVSHDUP X1, X26
 	VADDSS X26, X1, X1
 	VMOVSS X1, 0(BX)
+	ADDQ R8, DX
+	ADDQ $4, AX
+	DECQ tiles+56(FP)
+	JNZ kqmmQ5KR1C2_tile
 	VZEROUPPER
 	RET
 
-// func kqmmQ5KR1C3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
-TEXT ·kqmmQ5KR1C3(SB), NOSPLIT, $0-56
-	MOVQ w+0(FP), SI
+// func kqmmQ5KR1C3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+TEXT ·kqmmQ5KR1C3(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
-	MOVQ x+16(FP), DI
 	MOVQ ldx+24(FP), R10
-	MOVQ nb+48(FP), CX
+	MOVQ dst+32(FP), AX
 	LEAQ (R10)(R10*2), R11
+	MOVL $0x0f0f0f0f, BX
+	VPBROADCASTD BX, Z30
+	MOVL $0x10101010, BX
+	VPBROADCASTD BX, Z31
+
+kqmmQ5KR1C3_tile:
+	MOVQ DX, SI
+	MOVQ x+16(FP), DI
+	MOVQ nb+48(FP), CX
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
-	MOVL $0x0f0f0f0f, AX
-	VPBROADCASTD AX, Z30
-	MOVL $0x10101010, AX
-	VPBROADCASTD AX, Z31
 
 kqmmQ5KR1C3_loop:
 	PREFETCHT0 3072(SI)
@@ -1742,7 +1826,7 @@ kqmmQ5KR1C3_loop:
 	DECQ CX
 	JNZ kqmmQ5KR1C3_loop
 
-	MOVQ dst+32(FP), BX
+	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
 	VEXTRACTF64X4 $1, Z0, Y26
@@ -1774,25 +1858,33 @@ kqmmQ5KR1C3_loop:
 	VMOVSHDUP X2, X26
 	VADDSS X26, X2, X2
 	VMOVSS X2, 0(BX)
+	ADDQ R8, DX
+	ADDQ $4, AX
+	DECQ tiles+56(FP)
+	JNZ kqmmQ5KR1C3_tile
 	VZEROUPPER
 	RET
 
-// func kqmmQ5KR1C4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
-TEXT ·kqmmQ5KR1C4(SB), NOSPLIT, $0-56
-	MOVQ w+0(FP), SI
+// func kqmmQ5KR1C4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+TEXT ·kqmmQ5KR1C4(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
-	MOVQ x+16(FP), DI
 	MOVQ ldx+24(FP), R10
-	MOVQ nb+48(FP), CX
+	MOVQ dst+32(FP), AX
 	LEAQ (R10)(R10*2), R11
+	MOVL $0x0f0f0f0f, BX
+	VPBROADCASTD BX, Z30
+	MOVL $0x10101010, BX
+	VPBROADCASTD BX, Z31
+
+kqmmQ5KR1C4_tile:
+	MOVQ DX, SI
+	MOVQ x+16(FP), DI
+	MOVQ nb+48(FP), CX
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
 	VPXORD Z3, Z3, Z3
-	MOVL $0x0f0f0f0f, AX
-	VPBROADCASTD AX, Z30
-	MOVL $0x10101010, AX
-	VPBROADCASTD AX, Z31
 
 kqmmQ5KR1C4_loop:
 	PREFETCHT0 3072(SI)
@@ -1891,7 +1983,7 @@ kqmmQ5KR1C4_loop:
 	DECQ CX
 	JNZ kqmmQ5KR1C4_loop
 
-	MOVQ dst+32(FP), BX
+	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
 	VEXTRACTF64X4 $1, Z0, Y26
@@ -1933,27 +2025,35 @@ kqmmQ5KR1C4_loop:
 	VMOVSHDUP X3, X26
 	VADDSS X26, X3, X3
 	VMOVSS X3, 0(BX)
+	ADDQ R8, DX
+	ADDQ $4, AX
+	DECQ tiles+56(FP)
+	JNZ kqmmQ5KR1C4_tile
 	VZEROUPPER
 	RET
 
-// func kqmmQ5KR1C5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
-TEXT ·kqmmQ5KR1C5(SB), NOSPLIT, $0-56
-	MOVQ w+0(FP), SI
+// func kqmmQ5KR1C5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+TEXT ·kqmmQ5KR1C5(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
-	MOVQ x+16(FP), DI
 	MOVQ ldx+24(FP), R10
-	MOVQ nb+48(FP), CX
+	MOVQ dst+32(FP), AX
 	LEAQ (R10)(R10*2), R11
+	MOVL $0x0f0f0f0f, BX
+	VPBROADCASTD BX, Z30
+	MOVL $0x10101010, BX
+	VPBROADCASTD BX, Z31
+
+kqmmQ5KR1C5_tile:
+	MOVQ DX, SI
+	MOVQ x+16(FP), DI
+	MOVQ nb+48(FP), CX
 	LEAQ (DI)(R10*4), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
 	VPXORD Z3, Z3, Z3
 	VPXORD Z4, Z4, Z4
-	MOVL $0x0f0f0f0f, AX
-	VPBROADCASTD AX, Z30
-	MOVL $0x10101010, AX
-	VPBROADCASTD AX, Z31
 
 kqmmQ5KR1C5_loop:
 	PREFETCHT0 3072(SI)
@@ -2062,7 +2162,7 @@ kqmmQ5KR1C5_loop:
 	DECQ CX
 	JNZ kqmmQ5KR1C5_loop
 
-	MOVQ dst+32(FP), BX
+	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
 	VEXTRACTF64X4 $1, Z0, Y26
@@ -2114,17 +2214,29 @@ kqmmQ5KR1C5_loop:
 	VMOVSHDUP X4, X26
 	VADDSS X26, X4, X4
 	VMOVSS X4, 0(BX)
+	ADDQ R8, DX
+	ADDQ $4, AX
+	DECQ tiles+56(FP)
+	JNZ kqmmQ5KR1C5_tile
 	VZEROUPPER
 	RET
 
-// func kqmmQ5KR1C6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
-TEXT ·kqmmQ5KR1C6(SB), NOSPLIT, $0-56
-	MOVQ w+0(FP), SI
+// func kqmmQ5KR1C6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+TEXT ·kqmmQ5KR1C6(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
-	MOVQ x+16(FP), DI
 	MOVQ ldx+24(FP), R10
-	MOVQ nb+48(FP), CX
+	MOVQ dst+32(FP), AX
 	LEAQ (R10)(R10*2), R11
+	MOVL $0x0f0f0f0f, BX
+	VPBROADCASTD BX, Z30
+	MOVL $0x10101010, BX
+	VPBROADCASTD BX, Z31
+
+kqmmQ5KR1C6_tile:
+	MOVQ DX, SI
+	MOVQ x+16(FP), DI
+	MOVQ nb+48(FP), CX
 	LEAQ (DI)(R10*4), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -2132,10 +2244,6 @@ TEXT ·kqmmQ5KR1C6(SB), NOSPLIT, $0-56
 	VPXORD Z3, Z3, Z3
 	VPXORD Z4, Z4, Z4
 	VPXORD Z5, Z5, Z5
-	MOVL $0x0f0f0f0f, AX
-	VPBROADCASTD AX, Z30
-	MOVL $0x10101010, AX
-	VPBROADCASTD AX, Z31
 
 kqmmQ5KR1C6_loop:
 	PREFETCHT0 3072(SI)
@@ -2253,7 +2361,7 @@ kqmmQ5KR1C6_loop:
 	DECQ CX
 	JNZ kqmmQ5KR1C6_loop
 
-	MOVQ dst+32(FP), BX
+	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
 	VEXTRACTF64X4 $1, Z0, Y26
@@ -2315,17 +2423,29 @@ kqmmQ5KR1C6_loop:
 	VMOVSHDUP X5, X26
 	VADDSS X26, X5, X5
 	VMOVSS X5, 0(BX)
+	ADDQ R8, DX
+	ADDQ $4, AX
+	DECQ tiles+56(FP)
+	JNZ kqmmQ5KR1C6_tile
 	VZEROUPPER
 	RET
 
-// func kqmmQ5KR1C7(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
-TEXT ·kqmmQ5KR1C7(SB), NOSPLIT, $0-56
-	MOVQ w+0(FP), SI
+// func kqmmQ5KR1C7(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+TEXT ·kqmmQ5KR1C7(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
-	MOVQ x+16(FP), DI
 	MOVQ ldx+24(FP), R10
-	MOVQ nb+48(FP), CX
+	MOVQ dst+32(FP), AX
 	LEAQ (R10)(R10*2), R11
+	MOVL $0x0f0f0f0f, BX
+	VPBROADCASTD BX, Z30
+	MOVL $0x10101010, BX
+	VPBROADCASTD BX, Z31
+
+kqmmQ5KR1C7_tile:
+	MOVQ DX, SI
+	MOVQ x+16(FP), DI
+	MOVQ nb+48(FP), CX
 	LEAQ (DI)(R10*4), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -2334,10 +2454,6 @@ TEXT ·kqmmQ5KR1C7(SB), NOSPLIT, $0-56
 	VPXORD Z4, Z4, Z4
 	VPXORD Z5, Z5, Z5
 	VPXORD Z6, Z6, Z6
-	MOVL $0x0f0f0f0f, AX
-	VPBROADCASTD AX, Z30
-	MOVL $0x10101010, AX
-	VPBROADCASTD AX, Z31
 
 kqmmQ5KR1C7_loop:
 	PREFETCHT0 3072(SI)
@@ -2464,7 +2580,7 @@ kqmmQ5KR1C7_loop:
 	DECQ CX
 	JNZ kqmmQ5KR1C7_loop
 
-	MOVQ dst+32(FP), BX
+	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
 	VEXTRACTF64X4 $1, Z0, Y26
@@ -2536,17 +2652,29 @@ kqmmQ5KR1C7_loop:
 	VMOVSHDUP X6, X26
 	VADDSS X26, X6, X6
 	VMOVSS X6, 0(BX)
+	ADDQ R8, DX
+	ADDQ $4, AX
+	DECQ tiles+56(FP)
+	JNZ kqmmQ5KR1C7_tile
 	VZEROUPPER
 	RET
 
-// func kqmmQ5KR1C8(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
-TEXT ·kqmmQ5KR1C8(SB), NOSPLIT, $0-56
-	MOVQ w+0(FP), SI
+// func kqmmQ5KR1C8(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+TEXT ·kqmmQ5KR1C8(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
-	MOVQ x+16(FP), DI
 	MOVQ ldx+24(FP), R10
-	MOVQ nb+48(FP), CX
+	MOVQ dst+32(FP), AX
 	LEAQ (R10)(R10*2), R11
+	MOVL $0x0f0f0f0f, BX
+	VPBROADCASTD BX, Z30
+	MOVL $0x10101010, BX
+	VPBROADCASTD BX, Z31
+
+kqmmQ5KR1C8_tile:
+	MOVQ DX, SI
+	MOVQ x+16(FP), DI
+	MOVQ nb+48(FP), CX
 	LEAQ (DI)(R10*4), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -2556,10 +2684,6 @@ TEXT ·kqmmQ5KR1C8(SB), NOSPLIT, $0-56
 	VPXORD Z5, Z5, Z5
 	VPXORD Z6, Z6, Z6
 	VPXORD Z7, Z7, Z7
-	MOVL $0x0f0f0f0f, AX
-	VPBROADCASTD AX, Z30
-	MOVL $0x10101010, AX
-	VPBROADCASTD AX, Z31
 
 kqmmQ5KR1C8_loop:
 	PREFETCHT0 3072(SI)
@@ -2695,7 +2819,7 @@ kqmmQ5KR1C8_loop:
 	DECQ CX
 	JNZ kqmmQ5KR1C8_loop
 
-	MOVQ dst+32(FP), BX
+	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
 	VEXTRACTF64X4 $1, Z0, Y26
@@ -2777,22 +2901,30 @@ kqmmQ5KR1C8_loop:
 	VMOVSHDUP X7, X26
 	VADDSS X26, X7, X7
 	VMOVSS X7, 0(BX)
+	ADDQ R8, DX
+	ADDQ $4, AX
+	DECQ tiles+56(FP)
+	JNZ kqmmQ5KR1C8_tile
 	VZEROUPPER
 	RET
 
-// func kqmmQ6KR1C1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
-TEXT ·kqmmQ6KR1C1(SB), NOSPLIT, $0-56
-	MOVQ w+0(FP), SI
+// func kqmmQ6KR1C1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+TEXT ·kqmmQ6KR1C1(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
-	MOVQ x+16(FP), DI
 	MOVQ ldx+24(FP), R10
-	MOVQ nb+48(FP), CX
+	MOVQ dst+32(FP), AX
 	LEAQ (R10)(R10*2), R11
+	MOVL $0x0f0f0f0f, BX
+	VPBROADCASTD BX, Z30
+	MOVL $0x30303030, BX
+	VPBROADCASTD BX, Z31
+
+kqmmQ6KR1C1_tile:
+	MOVQ DX, SI
+	MOVQ x+16(FP), DI
+	MOVQ nb+48(FP), CX
 	VPXORD Z0, Z0, Z0
-	MOVL $0x0f0f0f0f, AX
-	VPBROADCASTD AX, Z30
-	MOVL $0x30303030, AX
-	VPBROADCASTD AX, Z31
 
 kqmmQ6KR1C1_loop:
 	PREFETCHT0 3072(SI)
@@ -2850,7 +2982,7 @@ kqmmQ6KR1C1_loop:
 	DECQ CX
 	JNZ kqmmQ6KR1C1_loop
 
-	MOVQ dst+32(FP), BX
+	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
 	VEXTRACTF64X4 $1, Z0, Y26
@@ -2862,23 +2994,31 @@ kqmmQ6KR1C1_loop:
 	VMOVSHDUP X0, X26
 	VADDSS X26, X0, X0
 	VMOVSS X0, 0(BX)
+	ADDQ R8, DX
+	ADDQ $4, AX
+	DECQ tiles+56(FP)
+	JNZ kqmmQ6KR1C1_tile
 	VZEROUPPER
 	RET
 
-// func kqmmQ6KR1C2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
-TEXT ·kqmmQ6KR1C2(SB), NOSPLIT, $0-56
-	MOVQ w+0(FP), SI
+// func kqmmQ6KR1C2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+TEXT ·kqmmQ6KR1C2(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
-	MOVQ x+16(FP), DI
 	MOVQ ldx+24(FP), R10
-	MOVQ nb+48(FP), CX
+	MOVQ dst+32(FP), AX
 	LEAQ (R10)(R10*2), R11
+	MOVL $0x0f0f0f0f, BX
+	VPBROADCASTD BX, Z30
+	MOVL $0x30303030, BX
+	VPBROADCASTD BX, Z31
+
+kqmmQ6KR1C2_tile:
+	MOVQ DX, SI
+	MOVQ x+16(FP), DI
+	MOVQ nb+48(FP), CX
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
-	MOVL $0x0f0f0f0f, AX
-	VPBROADCASTD AX, Z30
-	MOVL $0x30303030, AX
-	VPBROADCASTD AX, Z31
 
 kqmmQ6KR1C2_loop:
 	PREFETCHT0 3072(SI)
@@ -2944,7 +3084,7 @@ kqmmQ6KR1C2_loop:
 	DECQ CX
 	JNZ kqmmQ6KR1C2_loop
 
-	MOVQ dst+32(FP), BX
+	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
 	VEXTRACTF64X4 $1, Z0, Y26
@@ -2966,24 +3106,32 @@ kqmmQ6KR1C2_loop:
 	VMOVSHDUP X1, X26
 	VADDSS X26, X1, X1
 	VMOVSS X1, 0(BX)
+	ADDQ R8, DX
+	ADDQ $4, AX
+	DECQ tiles+56(FP)
+	JNZ kqmmQ6KR1C2_tile
 	VZEROUPPER
 	RET
 
-// func kqmmQ6KR1C3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
-TEXT ·kqmmQ6KR1C3(SB), NOSPLIT, $0-56
-	MOVQ w+0(FP), SI
+// func kqmmQ6KR1C3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+TEXT ·kqmmQ6KR1C3(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
-	MOVQ x+16(FP), DI
 	MOVQ ldx+24(FP), R10
-	MOVQ nb+48(FP), CX
+	MOVQ dst+32(FP), AX
 	LEAQ (R10)(R10*2), R11
+	MOVL $0x0f0f0f0f, BX
+	VPBROADCASTD BX, Z30
+	MOVL $0x30303030, BX
+	VPBROADCASTD BX, Z31
+
+kqmmQ6KR1C3_tile:
+	MOVQ DX, SI
+	MOVQ x+16(FP), DI
+	MOVQ nb+48(FP), CX
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
-	MOVL $0x0f0f0f0f, AX
-	VPBROADCASTD AX, Z30
-	MOVL $0x30303030, AX
-	VPBROADCASTD AX, Z31
 
 kqmmQ6KR1C3_loop:
 	PREFETCHT0 3072(SI)
@@ -3057,7 +3205,7 @@ kqmmQ6KR1C3_loop:
 	DECQ CX
 	JNZ kqmmQ6KR1C3_loop
 
-	MOVQ dst+32(FP), BX
+	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
 	VEXTRACTF64X4 $1, Z0, Y26
@@ -3089,25 +3237,33 @@ kqmmQ6KR1C3_loop:
 	VMOVSHDUP X2, X26
 	VADDSS X26, X2, X2
 	VMOVSS X2, 0(BX)
+	ADDQ R8, DX
+	ADDQ $4, AX
+	DECQ tiles+56(FP)
+	JNZ kqmmQ6KR1C3_tile
 	VZEROUPPER
 	RET
 
-// func kqmmQ6KR1C4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
-TEXT ·kqmmQ6KR1C4(SB), NOSPLIT, $0-56
-	MOVQ w+0(FP), SI
+// func kqmmQ6KR1C4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+TEXT ·kqmmQ6KR1C4(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
-	MOVQ x+16(FP), DI
 	MOVQ ldx+24(FP), R10
-	MOVQ nb+48(FP), CX
+	MOVQ dst+32(FP), AX
 	LEAQ (R10)(R10*2), R11
+	MOVL $0x0f0f0f0f, BX
+	VPBROADCASTD BX, Z30
+	MOVL $0x30303030, BX
+	VPBROADCASTD BX, Z31
+
+kqmmQ6KR1C4_tile:
+	MOVQ DX, SI
+	MOVQ x+16(FP), DI
+	MOVQ nb+48(FP), CX
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
 	VPXORD Z3, Z3, Z3
-	MOVL $0x0f0f0f0f, AX
-	VPBROADCASTD AX, Z30
-	MOVL $0x30303030, AX
-	VPBROADCASTD AX, Z31
 
 kqmmQ6KR1C4_loop:
 	PREFETCHT0 3072(SI)
@@ -3189,7 +3345,7 @@ kqmmQ6KR1C4_loop:
 	DECQ CX
 	JNZ kqmmQ6KR1C4_loop
 
-	MOVQ dst+32(FP), BX
+	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
 	VEXTRACTF64X4 $1, Z0, Y26
@@ -3231,27 +3387,35 @@ kqmmQ6KR1C4_loop:
 	VMOVSHDUP X3, X26
 	VADDSS X26, X3, X3
 	VMOVSS X3, 0(BX)
+	ADDQ R8, DX
+	ADDQ $4, AX
+	DECQ tiles+56(FP)
+	JNZ kqmmQ6KR1C4_tile
 	VZEROUPPER
 	RET
 
-// func kqmmQ6KR1C5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
-TEXT ·kqmmQ6KR1C5(SB), NOSPLIT, $0-56
-	MOVQ w+0(FP), SI
+// func kqmmQ6KR1C5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+TEXT ·kqmmQ6KR1C5(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
-	MOVQ x+16(FP), DI
 	MOVQ ldx+24(FP), R10
-	MOVQ nb+48(FP), CX
+	MOVQ dst+32(FP), AX
 	LEAQ (R10)(R10*2), R11
+	MOVL $0x0f0f0f0f, BX
+	VPBROADCASTD BX, Z30
+	MOVL $0x30303030, BX
+	VPBROADCASTD BX, Z31
+
+kqmmQ6KR1C5_tile:
+	MOVQ DX, SI
+	MOVQ x+16(FP), DI
+	MOVQ nb+48(FP), CX
 	LEAQ (DI)(R10*4), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
 	VPXORD Z3, Z3, Z3
 	VPXORD Z4, Z4, Z4
-	MOVL $0x0f0f0f0f, AX
-	VPBROADCASTD AX, Z30
-	MOVL $0x30303030, AX
-	VPBROADCASTD AX, Z31
 
 kqmmQ6KR1C5_loop:
 	PREFETCHT0 3072(SI)
@@ -3342,7 +3506,7 @@ kqmmQ6KR1C5_loop:
 	DECQ CX
 	JNZ kqmmQ6KR1C5_loop
 
-	MOVQ dst+32(FP), BX
+	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
 	VEXTRACTF64X4 $1, Z0, Y26
@@ -3394,17 +3558,29 @@ kqmmQ6KR1C5_loop:
 	VMOVSHDUP X4, X26
 	VADDSS X26, X4, X4
 	VMOVSS X4, 0(BX)
+	ADDQ R8, DX
+	ADDQ $4, AX
+	DECQ tiles+56(FP)
+	JNZ kqmmQ6KR1C5_tile
 	VZEROUPPER
 	RET
 
-// func kqmmQ6KR1C6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
-TEXT ·kqmmQ6KR1C6(SB), NOSPLIT, $0-56
-	MOVQ w+0(FP), SI
+// func kqmmQ6KR1C6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+TEXT ·kqmmQ6KR1C6(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
-	MOVQ x+16(FP), DI
 	MOVQ ldx+24(FP), R10
-	MOVQ nb+48(FP), CX
+	MOVQ dst+32(FP), AX
 	LEAQ (R10)(R10*2), R11
+	MOVL $0x0f0f0f0f, BX
+	VPBROADCASTD BX, Z30
+	MOVL $0x30303030, BX
+	VPBROADCASTD BX, Z31
+
+kqmmQ6KR1C6_tile:
+	MOVQ DX, SI
+	MOVQ x+16(FP), DI
+	MOVQ nb+48(FP), CX
 	LEAQ (DI)(R10*4), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -3412,10 +3588,6 @@ TEXT ·kqmmQ6KR1C6(SB), NOSPLIT, $0-56
 	VPXORD Z3, Z3, Z3
 	VPXORD Z4, Z4, Z4
 	VPXORD Z5, Z5, Z5
-	MOVL $0x0f0f0f0f, AX
-	VPBROADCASTD AX, Z30
-	MOVL $0x30303030, AX
-	VPBROADCASTD AX, Z31
 
 kqmmQ6KR1C6_loop:
 	PREFETCHT0 3072(SI)
@@ -3514,7 +3686,7 @@ kqmmQ6KR1C6_loop:
 	DECQ CX
 	JNZ kqmmQ6KR1C6_loop
 
-	MOVQ dst+32(FP), BX
+	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
 	VEXTRACTF64X4 $1, Z0, Y26
@@ -3576,17 +3748,29 @@ kqmmQ6KR1C6_loop:
 	VMOVSHDUP X5, X26
 	VADDSS X26, X5, X5
 	VMOVSS X5, 0(BX)
+	ADDQ R8, DX
+	ADDQ $4, AX
+	DECQ tiles+56(FP)
+	JNZ kqmmQ6KR1C6_tile
 	VZEROUPPER
 	RET
 
-// func kqmmQ6KR1C7(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
-TEXT ·kqmmQ6KR1C7(SB), NOSPLIT, $0-56
-	MOVQ w+0(FP), SI
+// func kqmmQ6KR1C7(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+TEXT ·kqmmQ6KR1C7(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
-	MOVQ x+16(FP), DI
 	MOVQ ldx+24(FP), R10
-	MOVQ nb+48(FP), CX
+	MOVQ dst+32(FP), AX
 	LEAQ (R10)(R10*2), R11
+	MOVL $0x0f0f0f0f, BX
+	VPBROADCASTD BX, Z30
+	MOVL $0x30303030, BX
+	VPBROADCASTD BX, Z31
+
+kqmmQ6KR1C7_tile:
+	MOVQ DX, SI
+	MOVQ x+16(FP), DI
+	MOVQ nb+48(FP), CX
 	LEAQ (DI)(R10*4), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -3595,10 +3779,6 @@ TEXT ·kqmmQ6KR1C7(SB), NOSPLIT, $0-56
 	VPXORD Z4, Z4, Z4
 	VPXORD Z5, Z5, Z5
 	VPXORD Z6, Z6, Z6
-	MOVL $0x0f0f0f0f, AX
-	VPBROADCASTD AX, Z30
-	MOVL $0x30303030, AX
-	VPBROADCASTD AX, Z31
 
 kqmmQ6KR1C7_loop:
 	PREFETCHT0 3072(SI)
@@ -3705,7 +3885,7 @@ kqmmQ6KR1C7_loop:
 	DECQ CX
 	JNZ kqmmQ6KR1C7_loop
 
-	MOVQ dst+32(FP), BX
+	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
 	VEXTRACTF64X4 $1, Z0, Y26
@@ -3777,17 +3957,29 @@ kqmmQ6KR1C7_loop:
 	VMOVSHDUP X6, X26
 	VADDSS X26, X6, X6
 	VMOVSS X6, 0(BX)
+	ADDQ R8, DX
+	ADDQ $4, AX
+	DECQ tiles+56(FP)
+	JNZ kqmmQ6KR1C7_tile
 	VZEROUPPER
 	RET
 
-// func kqmmQ6KR1C8(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
-TEXT ·kqmmQ6KR1C8(SB), NOSPLIT, $0-56
-	MOVQ w+0(FP), SI
+// func kqmmQ6KR1C8(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+TEXT ·kqmmQ6KR1C8(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
-	MOVQ x+16(FP), DI
 	MOVQ ldx+24(FP), R10
-	MOVQ nb+48(FP), CX
+	MOVQ dst+32(FP), AX
 	LEAQ (R10)(R10*2), R11
+	MOVL $0x0f0f0f0f, BX
+	VPBROADCASTD BX, Z30
+	MOVL $0x30303030, BX
+	VPBROADCASTD BX, Z31
+
+kqmmQ6KR1C8_tile:
+	MOVQ DX, SI
+	MOVQ x+16(FP), DI
+	MOVQ nb+48(FP), CX
 	LEAQ (DI)(R10*4), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -3797,10 +3989,6 @@ TEXT ·kqmmQ6KR1C8(SB), NOSPLIT, $0-56
 	VPXORD Z5, Z5, Z5
 	VPXORD Z6, Z6, Z6
 	VPXORD Z7, Z7, Z7
-	MOVL $0x0f0f0f0f, AX
-	VPBROADCASTD AX, Z30
-	MOVL $0x30303030, AX
-	VPBROADCASTD AX, Z31
 
 kqmmQ6KR1C8_loop:
 	PREFETCHT0 3072(SI)
@@ -3915,7 +4103,7 @@ kqmmQ6KR1C8_loop:
 	DECQ CX
 	JNZ kqmmQ6KR1C8_loop
 
-	MOVQ dst+32(FP), BX
+	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
 	VEXTRACTF64X4 $1, Z0, Y26
@@ -3997,6 +4185,10 @@ kqmmQ6KR1C8_loop:
 	VMOVSHDUP X7, X26
 	VADDSS X26, X7, X7
 	VMOVSS X7, 0(BX)
+	ADDQ R8, DX
+	ADDQ $4, AX
+	DECQ tiles+56(FP)
+	JNZ kqmmQ6KR1C8_tile
 	VZEROUPPER
 	RET
 

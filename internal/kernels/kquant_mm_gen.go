@@ -98,13 +98,13 @@ func main() {
 		for r := 1; r <= f.rmax; r++ {
 			for c := 1; c <= f.cmax; c++ {
 				p("//go:noescape")
-				p("func %s(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)", fname(f, r, c))
+				p("func %s(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)", fname(f, r, c))
 				p("")
 			}
 		}
 	}
 	for _, f := range formats {
-		p("var kqmm%sTab = [][]kqTileFunc{", f.name)
+		p("var kqmm%sTab = [][]kqTilesFunc{", f.name)
 		for r := 1; r <= f.rmax; r++ {
 			var fs []string
 			for c := 1; c <= f.cmax; c++ {
@@ -228,29 +228,35 @@ func gen(p func(string, ...any), f format, R, C int) {
 		panic(fmt.Sprintf("%s: %dx%d tile needs too many registers", f.name, R, C))
 	}
 	name := fname(f, R, C)
-	p("// func %s(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)", name)
-	p("TEXT ·%s(SB), NOSPLIT, $0-56", name)
-	p("\tMOVQ w+0(FP), SI")
+	p("// func %s(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)", name)
+	p("TEXT ·%s(SB), NOSPLIT, $0-64", name)
+	p("\tMOVQ w+0(FP), DX") // the current tile's first row
 	p("\tMOVQ ldw+8(FP), R8")
-	p("\tMOVQ x+16(FP), DI")
 	p("\tMOVQ ldx+24(FP), R10")
-	p("\tMOVQ nb+48(FP), CX")
+	p("\tMOVQ dst+32(FP), AX") // the current tile's dst
 	p("\tLEAQ (R10)(R10*2), R11")
+	p("\tMOVL $0x0f0f0f0f, BX")
+	p("\tVPBROADCASTD BX, Z%d", mask0f)
+	switch {
+	case f.q6:
+		p("\tMOVL $0x30303030, BX")
+		p("\tVPBROADCASTD BX, Z%d", maskHi)
+	case f.q5:
+		p("\tMOVL $0x10101010, BX")
+		p("\tVPBROADCASTD BX, Z%d", maskHi)
+	}
+	p("")
+	// Tiles of R rows one after the other, all against the same columns:
+	// one call per chunk of rows instead of one per tile.
+	p("%s_tile:", name)
+	p("\tMOVQ DX, SI")
+	p("\tMOVQ x+16(FP), DI")
+	p("\tMOVQ nb+48(FP), CX")
 	for i := 1; i < (C+3)/4; i++ {
 		p("\tLEAQ (%s)(R10*4), %s", colBase[i-1], colBase[i])
 	}
 	for i := 0; i < R*C; i++ {
 		p("\tVPXORD Z%d, Z%d, Z%d", i, i, i)
-	}
-	p("\tMOVL $0x0f0f0f0f, AX")
-	p("\tVPBROADCASTD AX, Z%d", mask0f)
-	switch {
-	case f.q6:
-		p("\tMOVL $0x30303030, AX")
-		p("\tVPBROADCASTD AX, Z%d", maskHi)
-	case f.q5:
-		p("\tMOVL $0x10101010, AX")
-		p("\tVPBROADCASTD AX, Z%d", maskHi)
 	}
 	p("")
 	p("%s_loop:", name)
@@ -300,7 +306,7 @@ func gen(p func(string, ...any), f format, R, C int) {
 	p("")
 	// Reduce each accumulator to a scalar (EVEX forms throughout: the
 	// accumulators may be above Z15).
-	p("\tMOVQ dst+32(FP), BX")
+	p("\tMOVQ AX, BX")
 	p("\tMOVQ ldd+40(FP), R12")
 	p("\tSHLQ $2, R12")
 	for c := 0; c < C; c++ {
@@ -320,6 +326,12 @@ func gen(p func(string, ...any), f format, R, C int) {
 			p("\tADDQ R12, BX")
 		}
 	}
+	for r := 0; r < R; r++ {
+		p("\tADDQ R8, DX")
+	}
+	p("\tADDQ $%d, AX", 4*R)
+	p("\tDECQ tiles+56(FP)")
+	p("\tJNZ %s_tile", name)
 	p("\tVZEROUPPER")
 	p("\tRET")
 	p("")

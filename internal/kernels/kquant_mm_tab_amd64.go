@@ -5,85 +5,85 @@
 package kernels
 
 //go:noescape
-func kqmmQ4KR1C1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
+func kqmmQ4KR1C1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
 
 //go:noescape
-func kqmmQ4KR1C2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
+func kqmmQ4KR1C2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
 
 //go:noescape
-func kqmmQ4KR1C3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
+func kqmmQ4KR1C3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
 
 //go:noescape
-func kqmmQ4KR1C4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
+func kqmmQ4KR1C4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
 
 //go:noescape
-func kqmmQ4KR1C5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
+func kqmmQ4KR1C5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
 
 //go:noescape
-func kqmmQ4KR1C6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
+func kqmmQ4KR1C6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
 
 //go:noescape
-func kqmmQ4KR1C7(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
+func kqmmQ4KR1C7(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
 
 //go:noescape
-func kqmmQ4KR1C8(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
+func kqmmQ4KR1C8(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
 
 //go:noescape
-func kqmmQ5KR1C1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
+func kqmmQ5KR1C1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
 
 //go:noescape
-func kqmmQ5KR1C2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
+func kqmmQ5KR1C2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
 
 //go:noescape
-func kqmmQ5KR1C3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
+func kqmmQ5KR1C3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
 
 //go:noescape
-func kqmmQ5KR1C4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
+func kqmmQ5KR1C4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
 
 //go:noescape
-func kqmmQ5KR1C5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
+func kqmmQ5KR1C5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
 
 //go:noescape
-func kqmmQ5KR1C6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
+func kqmmQ5KR1C6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
 
 //go:noescape
-func kqmmQ5KR1C7(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
+func kqmmQ5KR1C7(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
 
 //go:noescape
-func kqmmQ5KR1C8(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
+func kqmmQ5KR1C8(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
 
 //go:noescape
-func kqmmQ6KR1C1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
+func kqmmQ6KR1C1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
 
 //go:noescape
-func kqmmQ6KR1C2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
+func kqmmQ6KR1C2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
 
 //go:noescape
-func kqmmQ6KR1C3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
+func kqmmQ6KR1C3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
 
 //go:noescape
-func kqmmQ6KR1C4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
+func kqmmQ6KR1C4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
 
 //go:noescape
-func kqmmQ6KR1C5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
+func kqmmQ6KR1C5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
 
 //go:noescape
-func kqmmQ6KR1C6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
+func kqmmQ6KR1C6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
 
 //go:noescape
-func kqmmQ6KR1C7(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
+func kqmmQ6KR1C7(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
 
 //go:noescape
-func kqmmQ6KR1C8(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
+func kqmmQ6KR1C8(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
 
-var kqmmQ4KTab = [][]kqTileFunc{
+var kqmmQ4KTab = [][]kqTilesFunc{
 	{kqmmQ4KR1C1, kqmmQ4KR1C2, kqmmQ4KR1C3, kqmmQ4KR1C4, kqmmQ4KR1C5, kqmmQ4KR1C6, kqmmQ4KR1C7, kqmmQ4KR1C8},
 }
 
-var kqmmQ5KTab = [][]kqTileFunc{
+var kqmmQ5KTab = [][]kqTilesFunc{
 	{kqmmQ5KR1C1, kqmmQ5KR1C2, kqmmQ5KR1C3, kqmmQ5KR1C4, kqmmQ5KR1C5, kqmmQ5KR1C6, kqmmQ5KR1C7, kqmmQ5KR1C8},
 }
 
-var kqmmQ6KTab = [][]kqTileFunc{
+var kqmmQ6KTab = [][]kqTilesFunc{
 	{kqmmQ6KR1C1, kqmmQ6KR1C2, kqmmQ6KR1C3, kqmmQ6KR1C4, kqmmQ6KR1C5, kqmmQ6KR1C6, kqmmQ6KR1C7, kqmmQ6KR1C8},
 }
