@@ -224,32 +224,41 @@ func (m *Model) attention(lo, hi int) {
 			q := s.q[i*nh*hd+h*hd : i*nh*hd+(h+1)*hd]
 			table := cache.Blocks(seq)
 			scores := sc.scores[:pos+1]
+			// Block by block: one block lookup per BlockSize positions,
+			// then this head's rows at a fixed stride.
 			if f32 {
-				for t := 0; t <= pos; t++ {
-					k := cache.KF32(l, table[t/bs])[(t%bs)*kvdim+kvh*hd:]
-					scores[t] = kernels.DotF32(k[:hd], q) * scale
+				for b0 := 0; b0 <= pos; b0 += bs {
+					kb := cache.KF32(l, table[b0/bs])
+					for t, o := b0, kvh*hd; t < min(b0+bs, pos+1); t, o = t+1, o+kvdim {
+						scores[t] = kernels.DotF32(kb[o:o+hd], q) * scale
+					}
 				}
 			} else {
 				kernels.F32ToF16Row(sc.qh16, q)
 				kernels.F16ToF32Row(sc.qh, sc.qh16)
-				for t := 0; t <= pos; t++ {
-					k := cache.KF16(l, table[t/bs])[(t%bs)*kvdim+kvh*hd:]
-					scores[t] = kernels.DotF16(k[:hd], sc.qh) * scale
+				for b0 := 0; b0 <= pos; b0 += bs {
+					kb := cache.KF16(l, table[b0/bs])
+					for t, o := b0, kvh*hd; t < min(b0+bs, pos+1); t, o = t+1, o+kvdim {
+						scores[t] = kernels.DotF16(kb[o:o+hd], sc.qh) * scale
+					}
 				}
 			}
 			kernels.Softmax(scores)
 			out := s.att[i*nh*hd+h*hd : i*nh*hd+(h+1)*hd]
 			clear(out)
 			if f32 {
-				for t := 0; t <= pos; t++ {
-					v := cache.VF32(l, table[t/bs])[(t%bs)*kvdim+kvh*hd:]
-					kernels.AxpyF32(out, scores[t], v[:hd])
+				for b0 := 0; b0 <= pos; b0 += bs {
+					vb := cache.VF32(l, table[b0/bs])
+					for t, o := b0, kvh*hd; t < min(b0+bs, pos+1); t, o = t+1, o+kvdim {
+						kernels.AxpyF32(out, scores[t], vb[o:o+hd])
+					}
 				}
 			} else {
-				for t := 0; t <= pos; t++ {
-					v := cache.VF16(l, table[t/bs])[(t%bs)*kvdim+kvh*hd:]
-					p := f16round(scores[t])
-					kernels.AxpyF16(out, p, v[:hd])
+				for b0 := 0; b0 <= pos; b0 += bs {
+					vb := cache.VF16(l, table[b0/bs])
+					for t, o := b0, kvh*hd; t < min(b0+bs, pos+1); t, o = t+1, o+kvdim {
+						kernels.AxpyF16(out, f16round(scores[t]), vb[o:o+hd])
+					}
 				}
 			}
 		}
