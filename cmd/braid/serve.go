@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -39,8 +40,20 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	maxBody := fs.Int64("max-body", 8<<20, "largest request body in bytes")
 	stepTokens := fs.Int("step-tokens", 512, "tokens evaluated per step: one per decoding sequence, prompt chunks share the rest")
 	noPrefix := fs.Bool("no-prefix-cache", false, "do not keep finished sequences for prefix reuse")
+	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the whole run to this file at exit (go tool pprof)")
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	if *parallel < 1 {
 		return usagef("--parallel %d: need at least 1", *parallel)
@@ -110,7 +123,11 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		defer close(schedDone)
 		sched.Run(schedCtx)
 	}()
-	srv.SetReady(&server.Backend{Sched: sched, Tok: tok, Template: tmpl, Vocab: l.backend.Vocab()})
+	sb := &server.Backend{Sched: sched, Tok: tok, Template: tmpl, Vocab: l.backend.Vocab()}
+	if l.cl != nil {
+		sb.Ranks = l.cl
+	}
+	srv.SetReady(sb)
 	kv := l.backend.KVConfig()
 	logf("ready: %d slots x %d tokens of context, %d threads, KV cache %d blocks of %d positions", *parallel, l.ctx, mf.threads, kv.Blocks, kv.BlockSize)
 

@@ -82,6 +82,26 @@ type worker struct {
 
 	stepReqs, stepResps atomic.Uint64
 	res                 result
+	totals              rankTotals
+}
+
+// rankTotals are one rank's running step times, written by the step
+// goroutine and read by metrics scrapes.
+type rankTotals struct {
+	steps                     atomic.Uint64
+	step, allReduce, pipeline atomic.Int64 // nanoseconds
+}
+
+func (t *rankTotals) add(step, allReduce, pipeline time.Duration) {
+	t.steps.Add(1)
+	t.step.Add(int64(step))
+	t.allReduce.Add(int64(allReduce))
+	t.pipeline.Add(int64(pipeline))
+}
+
+func (t *rankTotals) stats(rank int, addr string) engine.RankStats {
+	return engine.RankStats{Rank: rank, Addr: addr, Steps: t.steps.Load(), Step: time.Duration(t.step.Load()),
+		AllReduce: time.Duration(t.allReduce.Load()), Pipeline: time.Duration(t.pipeline.Load())}
 }
 
 // Cluster is the coordinator: rank 0 of a plan, holding its own shard, and
@@ -90,6 +110,10 @@ type worker struct {
 // lost its link): the workers reconnect and reload from their local copies,
 // and every rank starts with an empty KV cache.
 type Cluster struct {
+	localTotals rankTotals
+	linksMu     sync.Mutex
+	links       []engine.Link
+
 	cfg    Config
 	log    *slog.Logger
 	file   *gguf.Model
@@ -508,10 +532,37 @@ func (c *Cluster) connectAll(ctx context.Context) error {
 	c.mesh = mesh
 	c.local.attach(mesh, 0)
 	c.formed, c.broken = true, nil
-	for j := 1; j < world; j++ {
-		c.log.Info("cluster: data plane", "rank", j, "addr", addrs[0][j], "transport", mesh.Kind())
+	links := make([]engine.Link, 0, world*(world-1)/2)
+	for i := 0; i < world; i++ {
+		for j := i + 1; j < world; j++ {
+			links = append(links, engine.Link{From: i, To: j, Addr: addrs[i][j], Transport: mesh.Kind()})
+		}
 	}
+	for _, l := range links {
+		c.log.Info("cluster: data plane", "rank", l.From, "peer", l.To, "addr", l.Addr, "transport", l.Transport)
+	}
+	c.linksMu.Lock()
+	c.links = links
+	c.linksMu.Unlock()
 	return nil
+}
+
+// RankStats returns every rank's running step totals, this node (rank 0)
+// first. Safe to call while steps run.
+func (c *Cluster) RankStats() []engine.RankStats {
+	out := []engine.RankStats{c.localTotals.stats(0, "")}
+	for _, w := range c.workers {
+		out = append(out, w.totals.stats(w.rank, w.node.Addr))
+	}
+	return out
+}
+
+// Links returns the data-plane connections of the last forming: which
+// address each rank dialled each higher rank at, over which transport.
+func (c *Cluster) Links() []engine.Link {
+	c.linksMu.Lock()
+	defer c.linksMu.Unlock()
+	return append([]engine.Link(nil), c.links...)
 }
 
 // teardown ends the cluster after a failure: the mesh closes (so ranks
@@ -649,7 +700,7 @@ func (c *Cluster) step(b *model.Batch, out engine.Output, logits []float32) erro
 		}
 		w.stepReqs.Add(1)
 	}
-	_, lerr := c.local.run(c.stepNo, nil, b)
+	ld, lerr := c.local.run(c.stepNo, nil, b)
 	if lerr != nil {
 		// Wake the workers waiting on this rank at once.
 		if c.mesh != nil {
@@ -672,6 +723,11 @@ func (c *Cluster) step(b *model.Batch, out engine.Output, logits []float32) erro
 		err := c.stepError(lerr, errs)
 		c.teardown(err)
 		return err
+	}
+	ar, st := c.local.waits()
+	c.localTotals.add(ld, ar, st)
+	for _, w := range c.workers {
+		w.totals.add(time.Duration(w.res.Compute), time.Duration(w.res.Reduce), time.Duration(w.res.Stage))
 	}
 	rows := b.Outputs()
 	if rows == 0 {

@@ -319,19 +319,24 @@ type result struct {
 	Rows    int
 	Width   int               // candidates per row, or the vocabulary slice's width
 	Compute uint64            // nanoseconds the rank spent in Forward
+	Reduce  uint64            // of which in all-reduces
+	Stage   uint64            // of which waiting for or sending to other pipeline stages
 	Cands   []model.Candidate // Rows x Width, resCands
 	Logits  []float32         // Rows x Width, resFull
 }
 
 // appendResult encodes r:
 //
-//	u8 kind=ok | u8 mode | u32 rows | u32 width | u64 compute ns | payload
+//	u8 kind=ok | u8 mode | u32 rows | u32 width | u64 compute ns | u64 all-reduce ns
+//	| u64 pipeline ns | payload
 func appendResult(dst []byte, r *result) []byte {
 	le := binary.LittleEndian
 	dst = append(dst, kindOK, r.Mode)
 	dst = le.AppendUint32(dst, uint32(r.Rows))
 	dst = le.AppendUint32(dst, uint32(r.Width))
 	dst = le.AppendUint64(dst, r.Compute)
+	dst = le.AppendUint64(dst, r.Reduce)
+	dst = le.AppendUint64(dst, r.Stage)
 	switch r.Mode {
 	case resCands:
 		for _, c := range r.Cands {
@@ -353,6 +358,8 @@ func parseResult(p []byte, r *result) error {
 	r.Mode = rd.u8("result mode")
 	rows, width := rd.u32("rows"), rd.u32("width")
 	r.Compute = rd.u64("compute time")
+	r.Reduce = rd.u64("all-reduce time")
+	r.Stage = rd.u64("pipeline time")
 	if rd.err != nil {
 		return rd.err
 	}

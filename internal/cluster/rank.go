@@ -72,6 +72,10 @@ type swapComm struct {
 	rank, size int
 	c          *dist.Comm
 	prof       *profiler // nil unless profiling
+	// wait is the time in all-reduces in the current step (two clock
+	// reads per all-reduce, next to a network round trip): every step
+	// result carries it, for the server's per-rank metrics.
+	wait time.Duration
 }
 
 func (s *swapComm) Rank() int { return s.rank }
@@ -84,12 +88,13 @@ func (s *swapComm) AllReduceSum(x []float32) error {
 	if s.c == nil {
 		return errNotFormed
 	}
-	if s.prof == nil {
-		return s.c.AllReduceSum(x)
-	}
 	t0 := time.Now()
 	err := s.c.AllReduceSum(x)
-	s.prof.allReduceDone(t0, time.Now(), len(x))
+	t1 := time.Now()
+	s.wait += t1.Sub(t0)
+	if s.prof != nil {
+		s.prof.allReduceDone(t0, t1, len(x))
+	}
 	return err
 }
 
@@ -98,19 +103,17 @@ func (s *swapComm) AllReduceSum(x []float32) error {
 type swapStage struct {
 	stage int // this rank's index in its pipeline
 	c     *dist.Comm
-	prof  *profiler // nil unless profiling
+	prof  *profiler     // nil unless profiling
+	wait  time.Duration // in Recv and Send in the current step, as swapComm.wait
 }
 
 func (s *swapStage) Recv(x []float32) error {
 	if s.c == nil {
 		return errNotFormed
 	}
-	if s.prof == nil {
-		return s.c.RecvFloat32(s.stage-1, x)
-	}
 	t0 := time.Now()
 	err := s.c.RecvFloat32(s.stage-1, x)
-	s.prof.stageWait(t0, time.Now(), len(x))
+	s.timed(t0, len(x))
 	return err
 }
 
@@ -118,13 +121,18 @@ func (s *swapStage) Send(x []float32) error {
 	if s.c == nil {
 		return errNotFormed
 	}
-	if s.prof == nil {
-		return s.c.SendFloat32(s.stage+1, x)
-	}
 	t0 := time.Now()
 	err := s.c.SendFloat32(s.stage+1, x)
-	s.prof.stageWait(t0, time.Now(), len(x))
+	s.timed(t0, len(x))
 	return err
+}
+
+func (s *swapStage) timed(t0 time.Time, n int) {
+	t1 := time.Now()
+	s.wait += t1.Sub(t0)
+	if s.prof != nil {
+		s.prof.stageWait(t0, t1, n)
+	}
 }
 
 // rank is one rank's model and cache, and what it needs to run a step: the
@@ -194,6 +202,15 @@ func (r *rank) setStep(step uint64) {
 
 func (r *rank) lastStage() bool { return r.sh.LastStage(r.cfg) }
 
+// waits are the all-reduce and pipeline waits of the last step.
+func (r *rank) waits() (allReduce, pipeline time.Duration) {
+	allReduce = r.comm.wait
+	if r.stage != nil {
+		pipeline = r.stage.wait
+	}
+	return allReduce, pipeline
+}
+
 // run executes one step on this rank: the KV operations, then the batch.
 // With several pipeline stages the batch runs as micro-batches (the same cut
 // on every rank), so a stage works on the next one while the later stages
@@ -210,6 +227,10 @@ func (r *rank) run(step uint64, ops []kvOp, b *model.Batch) (time.Duration, erro
 		}
 	}
 	r.setStep(step)
+	r.comm.wait = 0
+	if r.stage != nil {
+		r.stage.wait = 0
+	}
 	V := 0
 	if r.lastStage() {
 		V = r.sh.Vocab()

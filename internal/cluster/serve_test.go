@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -93,6 +94,31 @@ func TestServeOnWorkers(t *testing.T) {
 	if code, text := complete(); code != http.StatusOK || strings.TrimSpace(text) != strings.TrimSpace(want) {
 		t.Fatalf("over the cluster: %d %q; one node printed %q", code, text, want)
 	}
+	// /metrics has each rank's step and all-reduce time (a tensor split
+	// all-reduces in every layer, so both ranks waited some) and the link.
+	metrics := func() string {
+		resp, err := http.Get(url + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	m := metrics()
+	for _, series := range []string{
+		`braid_rank_steps_total{rank="0",addr="local"}`, `braid_rank_steps_total{rank="1",addr="` + w.addr + `"}`,
+		`braid_rank_step_seconds_total{rank="1",addr="` + w.addr + `"}`,
+		`braid_rank_allreduce_seconds_total{rank="0",addr="local"}`, `braid_rank_allreduce_seconds_total{rank="1",addr="` + w.addr + `"}`,
+	} {
+		v, ok := metricValue(m, series)
+		if !ok || v <= 0 {
+			t.Errorf("/metrics: %s = %v (present %v), want > 0", series, v, ok)
+		}
+	}
+	if !strings.Contains(m, `braid_cluster_link_info{rank="0",peer="1",addr="`) || !strings.Contains(m, `transport="tcp"} 1`) {
+		t.Errorf("/metrics lacks the data-plane link:\n%s", m)
+	}
 	w.kill()
 	code, msg := complete()
 	t.Logf("with the worker dead: %d %s", code, msg)
@@ -117,6 +143,17 @@ func TestServeOnWorkers(t *testing.T) {
 	if resp, err := http.Get(url + "/health"); err != nil || resp.StatusCode != http.StatusOK {
 		t.Errorf("/health after recovery: %v %v, want 200", resp.Status, err)
 	}
+}
+
+// metricValue finds one series' value in a Prometheus text page.
+func metricValue(page, series string) (float64, bool) {
+	for _, l := range strings.Split(page, "\n") {
+		if rest, ok := strings.CutPrefix(l, series+" "); ok {
+			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			return v, err == nil
+		}
+	}
+	return 0, false
 }
 
 // chanReader drains a channel of lines as a reader.

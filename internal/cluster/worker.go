@@ -568,7 +568,8 @@ func (w *Worker) runStep() ([]byte, error) {
 		return nil, fmt.Errorf("rank %d: step %d: %w", w.cur.key.rank, s.Step, err)
 	}
 	r.result(&w.res, s.Batch.Outputs(), s.Full, s.TopK)
-	w.res.Compute = uint64(d)
+	ar, st := r.waits()
+	w.res.Compute, w.res.Reduce, w.res.Stage = uint64(d), uint64(ar), uint64(st)
 	return appendResult(w.out[:0], &w.res), nil
 }
 

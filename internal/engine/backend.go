@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"math"
+	"time"
 
 	"braid/internal/kvcache"
 	"braid/internal/model"
@@ -170,4 +171,31 @@ func FillCandidates(row []float32, cands []model.Candidate) {
 			row[c.ID] = c.Logit
 		}
 	}
+}
+
+// RankStats are one rank's running totals on a backend spread over several
+// ranks: the steps it ran, the time in them, and the parts of that time it
+// spent waiting in all-reduces and for the neighbouring pipeline stages.
+type RankStats struct {
+	Rank      int
+	Addr      string // "" for this node
+	Steps     uint64
+	Step      time.Duration // in the rank's forward passes, waits included
+	AllReduce time.Duration // all-reduce calls, from the call to the summed result
+	Pipeline  time.Duration // receiving from the previous stage, sending to the next
+}
+
+// Link is one data-plane connection of a cluster: rank From reaches rank To
+// at Addr over Transport ("tcp").
+type Link struct {
+	From, To  int
+	Addr      string
+	Transport string
+}
+
+// Ranked is implemented by backends spread over several ranks (a cluster),
+// so that the server can export their per-rank figures.
+type Ranked interface {
+	RankStats() []RankStats
+	Links() []Link
 }

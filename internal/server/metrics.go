@@ -89,7 +89,7 @@ func (m *metrics) observeE2E(d time.Duration) {
 }
 
 // write renders every metric in the Prometheus text format.
-func (m *metrics) write(w io.Writer, ready bool, sched *engine.Scheduler) {
+func (m *metrics) write(w io.Writer, ready bool, sched *engine.Scheduler, ranks engine.Ranked) {
 	m.mu.Lock()
 	keys := make([][2]string, 0, len(m.requests))
 	for k := range m.requests {
@@ -148,5 +148,37 @@ func (m *metrics) write(w io.Writer, ready bool, sched *engine.Scheduler) {
 	fmt.Fprintln(w, "# HELP braid_steps_by_decode_sequences_total Steps by the number of sequences they decoded together (0: prefill only).\n# TYPE braid_steps_by_decode_sequences_total counter")
 	for k, n := range c.StepSequences {
 		fmt.Fprintf(w, "braid_steps_by_decode_sequences_total{sequences=\"%d\"} %d\n", k, n)
+	}
+	if ranks != nil {
+		writeRanks(w, ranks)
+	}
+}
+
+// writeRanks exports a cluster's per-rank step times (cumulative, so a
+// rate over a window is the share of that window) and its data-plane links.
+func writeRanks(w io.Writer, ranks engine.Ranked) {
+	stats := ranks.RankStats()
+	type series struct {
+		name, help string
+		v          func(engine.RankStats) any
+	}
+	for _, s := range []series{
+		{"braid_rank_steps_total", "Steps run by each rank.", func(r engine.RankStats) any { return r.Steps }},
+		{"braid_rank_step_seconds_total", "Time each rank spent in its steps' forward passes, waits included.", func(r engine.RankStats) any { return r.Step.Seconds() }},
+		{"braid_rank_allreduce_seconds_total", "Time each rank spent in all-reduces (sending, waiting for its peers, summing).", func(r engine.RankStats) any { return r.AllReduce.Seconds() }},
+		{"braid_rank_pipeline_seconds_total", "Time each rank spent receiving from the previous pipeline stage and sending to the next.", func(r engine.RankStats) any { return r.Pipeline.Seconds() }},
+	} {
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n", s.name, s.help, s.name)
+		for _, r := range stats {
+			addr := r.Addr
+			if addr == "" {
+				addr = "local"
+			}
+			fmt.Fprintf(w, "%s{rank=\"%d\",addr=%q} %v\n", s.name, r.Rank, addr, s.v(r))
+		}
+	}
+	fmt.Fprintln(w, "# HELP braid_cluster_link_info A data-plane connection: rank reaches peer at addr over transport.\n# TYPE braid_cluster_link_info gauge")
+	for _, l := range ranks.Links() {
+		fmt.Fprintf(w, "braid_cluster_link_info{rank=\"%d\",peer=\"%d\",addr=%q,transport=%q} 1\n", l.From, l.To, l.Addr, l.Transport)
 	}
 }

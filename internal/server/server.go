@@ -45,6 +45,9 @@ type Backend struct {
 	// Template renders chat messages; nil means ChatML.
 	Template *chat.Template
 	Vocab    int
+	// Ranks, when the model runs on a cluster, gives the per-rank step
+	// times and the data-plane links for /metrics; nil on one node.
+	Ranks engine.Ranked
 }
 
 // Server handles the HTTP API. It can answer before the model is loaded
@@ -216,10 +219,11 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	b, why := s.state()
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 	var sched *engine.Scheduler
+	var ranks engine.Ranked
 	if b != nil {
-		sched = b.Sched
+		sched, ranks = b.Sched, b.Ranks
 	}
-	s.metrics.write(w, why == "", sched)
+	s.metrics.write(w, why == "", sched, ranks)
 }
 
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
