@@ -139,13 +139,18 @@ func loadBackend(mf *modelFlags, cf *clusterFlags, seqs int, stderr io.Writer) (
 	cfg.Threads, cfg.MaxBatch, cfg.Ctx, cfg.Parallel, cfg.KVF32 = mf.threads, mf.batch, mf.ctx, max(seqs, 1), mf.kvF32
 	cfg.Progress = stderr
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	undo := func() {}
+	if !mf.serving {
+		undo = limitProcs(mf.threads)
+	}
 	c, err := cluster.Open(context.Background(), cfg)
 	if err != nil {
+		undo()
 		return nil, err
 	}
 	p := c.Plan()
 	fmt.Fprintf(stderr, "braid: %d ranks, split %s (%s)\n", len(p.Ranks), p.Mode, p.SplitBy)
-	return &loaded{file: c.File(), ctx: p.Ctx, backend: c, cl: c}, nil
+	return &loaded{file: c.File(), ctx: p.Ctx, backend: c, cl: c, undo: undo}, nil
 }
 
 // generate runs one generation on the loaded model, on this node or the

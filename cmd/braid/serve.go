@@ -27,7 +27,7 @@ func init() {
 
 func runServe(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("serve", "-m MODEL [--listen 127.0.0.1:8080] [--parallel 8] [-c CTX] [--api-key-file F] [--alias NAME] [--workers ... | --cluster FILE]", stderr)
-	var mf modelFlags
+	mf := modelFlags{serving: true}
 	mf.register(fs)
 	var cf clusterFlags
 	cf.register(fs)

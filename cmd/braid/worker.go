@@ -55,6 +55,8 @@ func runWorker(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("listening on %s: %w", *listen, err)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
+	// A worker has no other work than its rank's (see limitProcs).
+	defer limitProcs(*threads)()
 	w, err := cluster.NewWorker(cluster.WorkerConfig{Secret: secret, Threads: *threads, MemLimit: mem, ModelsDir: *modelsDir,
 		DataListen: *dataListen, Timeout: *timeout, Logger: log}, ln.Addr())
 	if err != nil {
