@@ -31,6 +31,7 @@ trap cleanup EXIT
 
 "$LLAMA_CPP_BIN/ggml-rpc-server" -t 1 -p 50071 >/dev/null 2>&1 & pids+=($!)
 "$LLAMA_CPP_BIN/ggml-rpc-server" -t 1 -p 50072 >/dev/null 2>&1 & pids+=($!)
+"$LLAMA_CPP_BIN/ggml-rpc-server" -t 1 -p 50073 >/dev/null 2>&1 & pids+=($!)
 "$BRAID" worker --listen 127.0.0.1:50081 -t 1 >/dev/null 2>&1 & pids+=($!)
 "$BRAID" worker --listen 127.0.0.1:50082 -t 1 >/dev/null 2>&1 & pids+=($!)
 sleep 2
@@ -63,6 +64,9 @@ for r in $(seq 1 "$RUNS"); do
 	llama "llama.cpp tensor, 2 rpc-servers x 1 thread" --rpc "$RPC" -ngl 99 -sm tensor -t 1
 	braid "braid tensor, 2 ranks x 1 thread" -t 1 --workers 127.0.0.1:50081 --split tensor
 	braid "braid tensor, 3 ranks x 1 thread (oversubscribed)" -t 1 --workers 127.0.0.1:50081,127.0.0.1:50082 --split tensor
+	llama "llama.cpp tensor, 3 rpc-servers x 1 thread (oversubscribed)" --rpc "$RPC,127.0.0.1:50073" -ngl 99 -sm tensor -t 1
+	# Pipelining: 4 sequences decoding together (tg_tps is their aggregate).
+	braid "braid layer, 2 ranks x 1 thread, 4 sequences" -t 1 --workers 127.0.0.1:50081 --split layer -np 4
 	braid "braid single node, 2 threads" -t 2
 	llama "llama.cpp single node, 2 threads" -t 2
 done
