@@ -22,7 +22,9 @@ for r in $(seq 1 "$RUNS"); do
 	echo "{\"round\":$r,\"name\":\"single node\",\"seconds\":$(printf "%.3f" "$(echo "$e - $s" | bc)")}"
 	"$BRAID" worker --listen 127.0.0.1:50091 -t 1 >/dev/null 2>&1 & pids+=($!)
 	"$BRAID" worker --listen 127.0.0.1:50092 -t 1 >/dev/null 2>&1 & pids+=($!)
-	sleep 1
+	for port in 50091 50092; do # wait until both listen
+		for _ in $(seq 1 100); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.1; done
+	done
 	cold
 	s=$(date +%s.%N)
 	"$BRAID" bench -m "$MODEL" -p 1 -n 0 -r 1 -t 1 --workers 127.0.0.1:50091,127.0.0.1:50092 --split tensor >/dev/null 2>&1
