@@ -20,6 +20,7 @@ import (
 
 	"braid/internal/chat"
 	"braid/internal/engine"
+	"braid/internal/sample"
 	"braid/internal/tokenizer"
 )
 
@@ -283,24 +284,36 @@ type job struct {
 	engine      engine.Job
 }
 
-func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
+// readRequest does what both generation endpoints check first: the method,
+// the body decoded into req, the model name and the sampling fields (sr,
+// req's embedded samplingRequest). It answers the error itself and says
+// whether to go on.
+func (s *Server) readRequest(w http.ResponseWriter, r *http.Request, req any, sr *samplingRequest) (sample.Params, int, bool) {
 	if r.Method != http.MethodPost {
 		writeError(w, methodNotAllowed(r))
-		return
+		return sample.Params{}, 0, false
 	}
-	var req chatRequest
-	if e := decodeBody(w, r, s.cfg.MaxBodyBytes, &req); e != nil {
+	if e := decodeBody(w, r, s.cfg.MaxBodyBytes, req); e != nil {
 		writeError(w, e)
-		return
+		return sample.Params{}, 0, false
 	}
-	if e := s.checkModel(req.Model); e != nil {
+	if e := s.checkModel(sr.Model); e != nil {
 		writeError(w, e)
-		return
+		return sample.Params{}, 0, false
 	}
-	params, maxTok, e := req.params(randomSeed)
+	params, maxTok, e := sr.params(randomSeed)
 	if e != nil {
 		writeError(w, e)
+		return sample.Params{}, 0, false
+	}
+	return params, maxTok, true
+}
+
+func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	var req chatRequest
+	params, maxTok, ok := s.readRequest(w, r, &req, &req.samplingRequest)
+	if !ok {
 		return
 	}
 	if e := checkMessages(req.Messages); e != nil {
@@ -357,22 +370,9 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleCompletion(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	if r.Method != http.MethodPost {
-		writeError(w, methodNotAllowed(r))
-		return
-	}
 	var req completionRequest
-	if e := decodeBody(w, r, s.cfg.MaxBodyBytes, &req); e != nil {
-		writeError(w, e)
-		return
-	}
-	if e := s.checkModel(req.Model); e != nil {
-		writeError(w, e)
-		return
-	}
-	params, maxTok, e := req.params(randomSeed)
-	if e != nil {
-		writeError(w, e)
+	params, maxTok, ok := s.readRequest(w, r, &req, &req.samplingRequest)
+	if !ok {
 		return
 	}
 	text, ids, e := parsePrompt(req.Prompt)
