@@ -98,14 +98,11 @@ func (f *clusterFlags) config(path string) (cluster.Config, error) {
 	}
 	cfg.Model, cfg.Split = path, split
 	if tsplit != "" {
-		cfg.TensorSplit = nil
-		for i, s := range strings.Split(tsplit, ",") {
-			v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-			if err != nil || !(v > 0) || math.IsInf(v, 0) {
-				return cfg, usagef("--tensor-split: item %d %q is not a positive number", i, s)
-			}
-			cfg.TensorSplit = append(cfg.TensorSplit, v)
+		w, err := parseTensorSplit(tsplit)
+		if err != nil {
+			return cfg, err
 		}
+		cfg.TensorSplit = w
 	}
 	if cfg.TensorSplit != nil && len(cfg.TensorSplit) != len(cfg.Nodes)+1 {
 		return cfg, usagef("--tensor-split has %d weights for %d ranks (this node and %d workers)", len(cfg.TensorSplit), len(cfg.Nodes)+1, len(cfg.Nodes))
@@ -224,4 +221,18 @@ func writeProfile(w io.Writer, p *cluster.Profile) {
 	for _, f := range p.Frames {
 		fmt.Fprintf(w, "frames per step with rank %d (%s): %.2f sent, %.2f received\n", f.Rank, f.Addr, f.Sent, f.Received)
 	}
+}
+
+// parseTensorSplit reads --tensor-split: comma-separated positive weights,
+// one per rank in rank order.
+func parseTensorSplit(list string) ([]float64, error) {
+	var weights []float64
+	for i, s := range strings.Split(list, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+		if err != nil || !(v > 0) || math.IsInf(v, 0) {
+			return nil, usagef("--tensor-split: item %d %q is not a positive number", i, s)
+		}
+		weights = append(weights, v)
+	}
+	return weights, nil
 }

@@ -100,12 +100,8 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 	}
 	var weights []float64
 	if *tsplit != "" {
-		for i, s := range strings.Split(*tsplit, ",") {
-			v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-			if err != nil || !(v > 0) || math.IsInf(v, 0) {
-				return usagef("--tensor-split: item %d %q is not a positive number", i, s)
-			}
-			weights = append(weights, v)
+		if weights, err = parseTensorSplit(*tsplit); err != nil {
+			return err
 		}
 		if len(weights) != len(ranks) {
 			return usagef("--tensor-split has %d weights for %d ranks", len(weights), len(ranks))
