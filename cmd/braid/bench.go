@@ -34,7 +34,9 @@ type benchRow struct {
 	GenTokens    int    `json:"gen_tokens"`
 	// Parallel is how many sequences decode together; decode tok/s is
 	// then their aggregate (prefill is always one sequence).
-	Parallel         int     `json:"parallel"`
+	Parallel int `json:"parallel"`
+	// Depth is the context each decoding sequence starts with (-d).
+	Depth            int     `json:"depth"`
 	Runs             int     `json:"runs"`
 	PrefillTPSMedian float64 `json:"prefill_tps_median"`
 	PrefillTPSMin    float64 `json:"prefill_tps_min"`
@@ -69,6 +71,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	pFlag := fs.String("p", "512", "prompt lengths, comma-separated (0 = no prefill test)")
 	nFlag := fs.String("n", "128", "generated lengths, comma-separated (0 = no decode test)")
 	tFlag := fs.String("t", strconv.Itoa(defaultThreads()), "thread counts, comma-separated")
+	depth := fs.Int("d", 0, "context depth: the decode test starts after this many tokens of context in each sequence (evaluated untimed)")
 	npFlag := fs.String("np", "1", "sequences decoding together in the decode test, comma-separated (decode tok/s is their aggregate)")
 	reps := fs.Int("r", 5, "runs per configuration (after one warm-up run)")
 	asJSON := fs.Bool("json", false, "print a JSON array, one object per row")
@@ -122,10 +125,13 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if cf.active() && len(ts) > 1 {
 		return usagef("-t: give one thread count with --workers (this node's threads)")
 	}
+	if *depth < 0 {
+		return usagef("-d %d: the depth cannot be negative", *depth)
+	}
 	longest := 1
 	for _, p := range ps {
 		for _, n := range ns {
-			longest = max(longest, p+n)
+			longest = max(longest, p+n, *depth+n)
 		}
 	}
 	var rows []benchRow
@@ -174,13 +180,24 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 			err := be.Forward(&b, greedy, logits)
 			return time.Since(start), err
 		}
-		// decode runs np sequences from position 0, one token each per step.
+		// decode runs np sequences from position -d, one token each per
+		// step, after filling each one's first d positions (untimed).
 		decode := func(n, np int) (time.Duration, error) {
 			for s := range np {
-				be.Drop(kvcache.SeqID(s))
+				seq := kvcache.SeqID(s)
+				be.Drop(seq)
+				for lo := 0; lo < *depth; lo += 512 {
+					b.Reset()
+					for i := lo; i < min(lo+512, *depth); i++ {
+						b.Add(int32(rng.IntN(vocab)), int32(i), seq, false)
+					}
+					if err := be.Forward(&b, greedy, logits); err != nil {
+						return 0, err
+					}
+				}
 			}
 			start := time.Now()
-			for i := 0; i < n; i++ {
+			for i := *depth; i < *depth+n; i++ {
 				b.Reset()
 				for s := range np {
 					b.Add(int32(rng.IntN(vocab)), int32(i), kvcache.SeqID(s), true)
@@ -197,7 +214,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 					if n == 0 && np > 1 {
 						continue // parallel only changes the decode test
 					}
-					row := benchRow{Model: filepath.Base(*path), Threads: t, PromptTokens: p, GenTokens: n, Parallel: np, Runs: *reps}
+					row := benchRow{Model: filepath.Base(*path), Threads: t, PromptTokens: p, GenTokens: n, Parallel: np, Depth: *depth, Runs: *reps}
 					var pp, tg []float64
 					for r := -1; r < *reps; r++ { // run -1 warms caches and page-ins
 						var dp, dn time.Duration
@@ -258,9 +275,9 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		return enc.Encode(rows)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "model\tthreads\tprompt\tgen\tparallel\tprefill tok/s (median [min-max])\tdecode tok/s (median [min-max])\tpeak RSS\t")
+	fmt.Fprintln(tw, "model\tthreads\tprompt\tgen\tparallel\tdepth\tprefill tok/s (median [min-max])\tdecode tok/s (median [min-max])\tpeak RSS\t")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t\n", r.Model, r.Threads, r.PromptTokens, r.GenTokens, r.Parallel,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t\n", r.Model, r.Threads, r.PromptTokens, r.GenTokens, r.Parallel, r.Depth,
 			fmtRange(r.PrefillTPSMedian, r.PrefillTPSMin, r.PrefillTPSMax), fmtRange(r.DecodeTPSMedian, r.DecodeTPSMin, r.DecodeTPSMax),
 			formatMiB(r.PeakRSSBytes))
 	}

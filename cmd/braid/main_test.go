@@ -322,6 +322,18 @@ func TestRunAndBench(t *testing.T) {
 			t.Errorf("bench -np: non-positive decode rate: %v", r)
 		}
 	}
+	// -d: decoding after 40 positions of context; the row says so.
+	out, errOut, code = braid(t, "", "bench", "-m", model, "-p", "0", "-n", "4", "-d", "40", "-np", "2", "-r", "1", "--json")
+	if code != 0 {
+		t.Fatalf("bench -d: exit %d: %s", code, errOut)
+	}
+	rows = nil
+	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 1 || rows[0]["depth"].(float64) != 40 || rows[0]["decode_tps_median"].(float64) <= 0 {
+		t.Fatalf("bench -d 40: %v %v", err, rows)
+	}
+	if _, errOut, code = braid(t, "", "bench", "-m", model, "-d", "-1"); code == 0 || !strings.Contains(errOut, "-d") {
+		t.Errorf("bench -d -1: exit %d, stderr %q; want a usage error naming -d", code, errOut)
+	}
 	if _, errOut, code = braid(t, "", "bench", "-m", model, "-np", "0"); code == 0 || !strings.Contains(errOut, "-np") {
 		t.Errorf("bench -np 0: exit %d, stderr %q; want a usage error naming -np", code, errOut)
 	}
