@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"fmt"
 	"math"
 
 	"braid/internal/quant"
@@ -354,6 +355,55 @@ func AxpyF16(dst []float32, a float32, x []uint16) {
 		return
 	}
 	axpyF16Generic(dst, a, x)
+}
+
+// DotF16Rows sets dst[i] = DotF16(k[i*stride:i*stride+len(q)], q) * scale
+// for every i < len(dst): one query against len(dst) cached key rows
+// stride values apart (the attention scores of one head over a KV block),
+// with the same bits as the row-by-row calls and one call for all of them.
+func DotF16Rows(dst []float32, k []uint16, stride int, q []float32, scale float32) {
+	n, hd := len(dst), len(q)
+	if n == 0 {
+		return
+	}
+	if stride < hd || (n-1)*stride+hd > len(k) {
+		panic(fmt.Sprintf("kernels: DotF16Rows: %d rows of %d at stride %d need %d values, have %d", n, hd, stride, (n-1)*stride+hd, len(k)))
+	}
+	if opsLevel != opsGeneric {
+		dotF16RowsArch(dst, k, stride, q, scale)
+		return
+	}
+	dotF16RowsGeneric(dst, k, stride, q, scale)
+}
+
+func dotF16RowsGeneric(dst []float32, k []uint16, stride int, q []float32, scale float32) {
+	for i := range dst {
+		dst[i] = dotF16Generic(k[i*stride:i*stride+len(q)], q) * scale
+	}
+}
+
+// AxpyF16Rows adds p[i]·half(v[i*stride:i*stride+len(out)]) into out for
+// every i < len(p), in order: the probability-weighted sum of len(p) cached
+// value rows, with the same bits as AxpyF16 row by row.
+func AxpyF16Rows(out []float32, p []float32, v []uint16, stride int) {
+	n, hd := len(p), len(out)
+	if n == 0 {
+		return
+	}
+	if stride < hd || (n-1)*stride+hd > len(v) {
+		panic(fmt.Sprintf("kernels: AxpyF16Rows: %d rows of %d at stride %d need %d values, have %d", n, hd, stride, (n-1)*stride+hd, len(v)))
+	}
+	if opsLevel != opsGeneric {
+		axpyF16RowsArch(out, p, v, stride)
+		return
+	}
+	axpyF16RowsGeneric(out, p, v, stride)
+}
+
+func axpyF16RowsGeneric(out []float32, p []float32, v []uint16, stride int) {
+	for i, a := range p {
+		axpyF16Generic(out, a, v[i*stride:i*stride+len(out)])
+	}
 }
 
 // F32ToF16Row converts src to float16 bits in dst, rounding to nearest even

@@ -674,3 +674,165 @@ swiloop:
 	JNZ       swiloop
 	VZEROUPPER
 	RET
+
+// Attention rows: one query (or one probability vector) against n cached
+// rows of 64 or 128 halves, stride bytes apart. Each row's arithmetic is
+// dotF16AVX512's / axpyF16AVX512's for that length, in the same order, so
+// the results are those of calling them row by row, without a call per
+// row.
+
+// DOT64 leaves in Z0..Z3 the four 16-lane partial products of the 64
+// halves at (SI) with the query chunks Z8..Z11 (zeroed accumulators, one
+// FMA each, as dotF16AVX512's first 64-value step).
+#define DOT64(off, q0, q1, q2, q3) \
+	VCVTPH2PS   off+0(SI), Z4 \
+	VCVTPH2PS   off+32(SI), Z5 \
+	VCVTPH2PS   off+64(SI), Z6 \
+	VCVTPH2PS   off+96(SI), Z7 \
+	VFMADD231PS q0, Z4, Z0 \
+	VFMADD231PS q1, Z5, Z1 \
+	VFMADD231PS q2, Z6, Z2 \
+	VFMADD231PS q3, Z7, Z3
+
+// DOTEND sums Z0..Z3 as dotF16AVX512 does, scales by X16 (the scale) and
+// stores the result at (DI).
+#define DOTEND \
+	VADDPS Z1, Z0, Z0 \
+	VADDPS Z3, Z2, Z2 \
+	VADDPS Z2, Z0, Z0 \
+	FOLD_Z0 \
+	HSUM_Y0 \
+	VMULSS X16, X0, X0 \
+	VMOVSS X0, (DI)
+
+// func dotF16Rows64AVX512(dst *float32, k *uint16, stride int, q *float32, scale float32, n int)
+TEXT ·dotF16Rows64AVX512(SB), NOSPLIT, $0-48
+	MOVQ         dst+0(FP), DI
+	MOVQ         k+8(FP), SI
+	MOVQ         stride+16(FP), DX
+	MOVQ         q+24(FP), BX
+	VMOVSS       scale+32(FP), X16
+	MOVQ         n+40(FP), CX
+	VMOVUPS      (BX), Z8
+	VMOVUPS      64(BX), Z9
+	VMOVUPS      128(BX), Z10
+	VMOVUPS      192(BX), Z11
+
+dr64loop:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	DOT64(0, Z8, Z9, Z10, Z11)
+	DOTEND
+	ADDQ   $4, DI
+	ADDQ   DX, SI
+	DECQ   CX
+	JNZ    dr64loop
+	VZEROUPPER
+	RET
+
+// func dotF16Rows128AVX512(dst *float32, k *uint16, stride int, q *float32, scale float32, n int)
+TEXT ·dotF16Rows128AVX512(SB), NOSPLIT, $0-48
+	MOVQ         dst+0(FP), DI
+	MOVQ         k+8(FP), SI
+	MOVQ         stride+16(FP), DX
+	MOVQ         q+24(FP), BX
+	VMOVSS       scale+32(FP), X16
+	MOVQ         n+40(FP), CX
+	VMOVUPS      (BX), Z8
+	VMOVUPS      64(BX), Z9
+	VMOVUPS      128(BX), Z10
+	VMOVUPS      192(BX), Z11
+	VMOVUPS      256(BX), Z12
+	VMOVUPS      320(BX), Z13
+	VMOVUPS      384(BX), Z14
+	VMOVUPS      448(BX), Z15
+
+dr128loop:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	DOT64(0, Z8, Z9, Z10, Z11)
+	DOT64(128, Z12, Z13, Z14, Z15)
+	DOTEND
+	ADDQ   $4, DI
+	ADDQ   DX, SI
+	DECQ   CX
+	JNZ    dr128loop
+	VZEROUPPER
+	RET
+
+// AXPY64 adds Z7 times the 64 halves at off(SI) into the accumulators
+// a0..a3 (one FMA per value, as axpyF16AVX512).
+#define AXPY64(off, a0, a1, a2, a3) \
+	VCVTPH2PS   off+0(SI), Z4 \
+	VCVTPH2PS   off+32(SI), Z5 \
+	VCVTPH2PS   off+64(SI), Z6 \
+	VCVTPH2PS   off+96(SI), Z8 \
+	VFMADD231PS Z4, Z7, a0 \
+	VFMADD231PS Z5, Z7, a1 \
+	VFMADD231PS Z6, Z7, a2 \
+	VFMADD231PS Z8, Z7, a3
+
+// func axpyF16Rows64AVX512(out *float32, p *float32, v *uint16, stride int, n int)
+TEXT ·axpyF16Rows64AVX512(SB), NOSPLIT, $0-40
+	MOVQ    out+0(FP), DI
+	MOVQ    p+8(FP), BX
+	MOVQ    v+16(FP), SI
+	MOVQ    stride+24(FP), DX
+	MOVQ    n+32(FP), CX
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS 128(DI), Z2
+	VMOVUPS 192(DI), Z3
+
+ar64loop:
+	VBROADCASTSS (BX), Z7
+	AXPY64(0, Z0, Z1, Z2, Z3)
+	ADDQ         $4, BX
+	ADDQ         DX, SI
+	DECQ         CX
+	JNZ          ar64loop
+	VMOVUPS      Z0, (DI)
+	VMOVUPS      Z1, 64(DI)
+	VMOVUPS      Z2, 128(DI)
+	VMOVUPS      Z3, 192(DI)
+	VZEROUPPER
+	RET
+
+// func axpyF16Rows128AVX512(out *float32, p *float32, v *uint16, stride int, n int)
+TEXT ·axpyF16Rows128AVX512(SB), NOSPLIT, $0-40
+	MOVQ    out+0(FP), DI
+	MOVQ    p+8(FP), BX
+	MOVQ    v+16(FP), SI
+	MOVQ    stride+24(FP), DX
+	MOVQ    n+32(FP), CX
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS 128(DI), Z2
+	VMOVUPS 192(DI), Z3
+	VMOVUPS 256(DI), Z10
+	VMOVUPS 320(DI), Z11
+	VMOVUPS 384(DI), Z12
+	VMOVUPS 448(DI), Z13
+
+ar128loop:
+	VBROADCASTSS (BX), Z7
+	AXPY64(0, Z0, Z1, Z2, Z3)
+	AXPY64(128, Z10, Z11, Z12, Z13)
+	ADDQ         $4, BX
+	ADDQ         DX, SI
+	DECQ         CX
+	JNZ          ar128loop
+	VMOVUPS      Z0, (DI)
+	VMOVUPS      Z1, 64(DI)
+	VMOVUPS      Z2, 128(DI)
+	VMOVUPS      Z3, 192(DI)
+	VMOVUPS      Z10, 256(DI)
+	VMOVUPS      Z11, 320(DI)
+	VMOVUPS      Z12, 384(DI)
+	VMOVUPS      Z13, 448(DI)
+	VZEROUPPER
+	RET

@@ -110,3 +110,16 @@ func f16ToF32Arch(dst []float32, src []uint16) {
 
 // SwiGLU has no NEON version yet: the generic one runs.
 func swiGLUArch(dst, gate, up []float32) { swiGLUGeneric(dst, gate, up) }
+
+// The attention row loops call the NEON row kernels one row at a time.
+func dotF16RowsArch(dst []float32, k []uint16, stride int, q []float32, scale float32) {
+	for i := range dst {
+		dst[i] = dotF16Arch(k[i*stride:i*stride+len(q)], q) * scale
+	}
+}
+
+func axpyF16RowsArch(out []float32, p []float32, v []uint16, stride int) {
+	for i, a := range p {
+		axpyF16Arch(out, a, v[i*stride:i*stride+len(out)])
+	}
+}

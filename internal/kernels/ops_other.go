@@ -14,3 +14,10 @@ func axpyF16Arch(dst []float32, a float32, x []uint16)  { axpyF16Generic(dst, a,
 func f32ToF16Arch(dst []uint16, src []float32)          { f32ToF16Generic(dst, src) }
 func f16ToF32Arch(dst []float32, src []uint16)          { f16ToF32Generic(dst, src) }
 func swiGLUArch(dst, gate, up []float32)                { swiGLUGeneric(dst, gate, up) }
+
+func dotF16RowsArch(dst []float32, k []uint16, stride int, q []float32, scale float32) {
+	dotF16RowsGeneric(dst, k, stride, q, scale)
+}
+func axpyF16RowsArch(out []float32, p []float32, v []uint16, stride int) {
+	axpyF16RowsGeneric(out, p, v, stride)
+}

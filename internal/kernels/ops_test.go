@@ -1,8 +1,10 @@
 package kernels
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"braid/internal/quant"
@@ -445,6 +447,52 @@ func TestOpsSwiGLUExact(t *testing.T) {
 				}
 			}
 		}
+	})
+}
+
+// TestOpsAttentionRows checks the row loops of attention against the
+// single-row kernels called row by row: the same bits, for head sizes with
+// and without an assembly loop, strides wider than a row, every level.
+func TestOpsAttentionRows(t *testing.T) {
+	forEachOpsLevel(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(19, 20))
+		for _, hd := range []int{16, 64, 100, 128, 256} {
+			for _, n := range []int{1, 2, 7, 32, 33} {
+				stride := hd * 3 // three KV heads per cached row, head 1 used
+				k := opsRandF16(r, n*stride, 2)
+				q := opsRandF32(r, hd, 1)
+				scale := float32(0.125)
+				got := make([]float32, n)
+				DotF16Rows(got, k[hd:], stride, q, scale)
+				for i := range got {
+					want := DotF16(k[hd+i*stride:hd+i*stride+hd], q) * scale
+					if math.Float32bits(got[i]) != math.Float32bits(want) {
+						t.Fatalf("hd=%d n=%d: DotF16Rows[%d] = %g, DotF16 row by row %g", hd, n, i, got[i], want)
+					}
+				}
+				p := opsRandF32(r, n, 1)
+				out := opsRandF32(r, hd, 1)
+				want := append([]float32(nil), out...)
+				AxpyF16Rows(out, p, k[hd:], stride)
+				for i := range p {
+					AxpyF16(want, p[i], k[hd+i*stride:hd+i*stride+hd])
+				}
+				for j := range out {
+					if math.Float32bits(out[j]) != math.Float32bits(want[j]) {
+						t.Fatalf("hd=%d n=%d: AxpyF16Rows out[%d] = %g, AxpyF16 row by row %g", hd, n, j, out[j], want[j])
+					}
+				}
+			}
+		}
+		// Too short a cache is a bug in the caller: it panics, naming sizes.
+		func() {
+			defer func() {
+				if e := recover(); e == nil || !strings.Contains(fmt.Sprint(e), "DotF16Rows") {
+					t.Errorf("DotF16Rows past the end: recovered %v", e)
+				}
+			}()
+			DotF16Rows(make([]float32, 4), make([]uint16, 64*3), 64, make([]float32, 64), 1)
+		}()
 	})
 }
 

@@ -6,7 +6,6 @@ import (
 
 	"braid/internal/kernels"
 	"braid/internal/kvcache"
-	"braid/internal/quant"
 )
 
 // layer runs transformer block l (a global index) over the step's n tokens
@@ -192,6 +191,7 @@ func (m *Model) growScores(b *Batch) {
 	for i := range m.s.slots {
 		if len(m.s.slots[i].scores) < longest {
 			m.s.slots[i].scores = make([]float32, max(longest, 2*len(m.s.slots[i].scores)))
+			m.s.slots[i].scores16 = make([]uint16, len(m.s.slots[i].scores))
 		}
 	}
 }
@@ -238,9 +238,7 @@ func (m *Model) attention(lo, hi int) {
 				kernels.F16ToF32Row(sc.qh, sc.qh16)
 				for b0 := 0; b0 <= pos; b0 += bs {
 					kb := cache.KF16(l, table[b0/bs])
-					for t, o := b0, kvh*hd; t < min(b0+bs, pos+1); t, o = t+1, o+kvdim {
-						scores[t] = kernels.DotF16(kb[o:o+hd], sc.qh) * scale
-					}
+					kernels.DotF16Rows(scores[b0:min(b0+bs, pos+1)], kb[kvh*hd:], kvdim, sc.qh, scale)
 				}
 			}
 			kernels.Softmax(scores)
@@ -254,16 +252,15 @@ func (m *Model) attention(lo, hi int) {
 					}
 				}
 			} else {
+				// The probabilities at half precision, as ggml's F16
+				// product rounds them (exact through the row converters).
+				kernels.F32ToF16Row(sc.scores16[:pos+1], scores)
+				kernels.F16ToF32Row(scores, sc.scores16[:pos+1])
 				for b0 := 0; b0 <= pos; b0 += bs {
 					vb := cache.VF16(l, table[b0/bs])
-					for t, o := b0, kvh*hd; t < min(b0+bs, pos+1); t, o = t+1, o+kvdim {
-						kernels.AxpyF16(out, f16round(scores[t]), vb[o:o+hd])
-					}
+					kernels.AxpyF16Rows(out, scores[b0:min(b0+bs, pos+1)], vb[kvh*hd:], kvdim)
 				}
 			}
 		}
 	}
 }
-
-// f16round rounds a float32 to the nearest half-precision value.
-func f16round(x float32) float32 { return quant.F16ToF32(quant.F32ToF16(x)) }

@@ -100,10 +100,11 @@ type scratch struct {
 }
 
 type attnScratch struct {
-	scores []float32
-	qh     []float32
-	qh16   []uint16
-	out    []float32
+	scores   []float32
+	scores16 []uint16 // the probabilities rounded to half precision
+	qh       []float32
+	qh16     []uint16
+	out      []float32
 }
 
 // ErrBadBatch reports a batch the model cannot run; the error text names the
@@ -165,7 +166,8 @@ func ScratchBytes(c *Config, sh *Shard, maxBatch, threads, ctx int) int64 {
 		n += B * (int64(c.Experts) + 2*int64(c.ExpertsUsed) + 1 + 2*E)
 	}
 	slots := int64(4 * threads)
-	n += slots * (int64(c.HeadDim)*2 + int64(c.HeadDim)/2 + 2*int64(ctx))
+	// per slot: qh and out, qh16, scores and their half-precision copy
+	n += slots * (int64(c.HeadDim)*2 + int64(c.HeadDim)/2 + 2*int64(ctx) + int64(ctx))
 	return 4 * n
 }
 
