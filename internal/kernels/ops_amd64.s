@@ -18,6 +18,39 @@
 	VEXTRACTF64X4 $1, Z0, Y1 \
 	VADDPS        Y1, Y0, Y0
 
+// DOTARGS loads dotF16Rows*'s arguments: dst DI, k SI, stride DX, scale
+// X16, n CX, and the query's first 64 values into Z8..Z11.
+#define DOTARGS \
+	MOVQ    dst+0(FP), DI \
+	MOVQ    k+8(FP), SI \
+	MOVQ    stride+16(FP), DX \
+	MOVQ    q+24(FP), BX \
+	VMOVSS  scale+32(FP), X16 \
+	MOVQ    n+40(FP), CX \
+	VMOVUPS (BX), Z8 \
+	VMOVUPS 64(BX), Z9 \
+	VMOVUPS 128(BX), Z10 \
+	VMOVUPS 192(BX), Z11
+
+#define DOTZERO \
+	VPXORD Z0, Z0, Z0 \
+	VPXORD Z1, Z1, Z1 \
+	VPXORD Z2, Z2, Z2 \
+	VPXORD Z3, Z3, Z3
+
+// AXPYARGS loads axpyF16Rows*'s arguments: out DI, p BX, v SI, stride
+// DX, n CX, and out's first 64 values into Z0..Z3.
+#define AXPYARGS \
+	MOVQ    out+0(FP), DI \
+	MOVQ    p+8(FP), BX \
+	MOVQ    v+16(FP), SI \
+	MOVQ    stride+24(FP), DX \
+	MOVQ    n+32(FP), CX \
+	VMOVUPS (DI), Z0 \
+	VMOVUPS 64(DI), Z1 \
+	VMOVUPS 128(DI), Z2 \
+	VMOVUPS 192(DI), Z3
+
 // func sumSquaresAVX2(x *float32, n int) float64
 TEXT ·sumSquaresAVX2(SB), NOSPLIT, $0-24
 	MOVQ   x+0(FP), SI
@@ -707,22 +740,10 @@ swiloop:
 
 // func dotF16Rows64AVX512(dst *float32, k *uint16, stride int, q *float32, scale float32, n int)
 TEXT ·dotF16Rows64AVX512(SB), NOSPLIT, $0-48
-	MOVQ         dst+0(FP), DI
-	MOVQ         k+8(FP), SI
-	MOVQ         stride+16(FP), DX
-	MOVQ         q+24(FP), BX
-	VMOVSS       scale+32(FP), X16
-	MOVQ         n+40(FP), CX
-	VMOVUPS      (BX), Z8
-	VMOVUPS      64(BX), Z9
-	VMOVUPS      128(BX), Z10
-	VMOVUPS      192(BX), Z11
+	DOTARGS
 
 dr64loop:
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
+	DOTZERO
 	DOT64(0, Z8, Z9, Z10, Z11)
 	DOTEND
 	ADDQ   $4, DI
@@ -734,26 +755,14 @@ dr64loop:
 
 // func dotF16Rows128AVX512(dst *float32, k *uint16, stride int, q *float32, scale float32, n int)
 TEXT ·dotF16Rows128AVX512(SB), NOSPLIT, $0-48
-	MOVQ         dst+0(FP), DI
-	MOVQ         k+8(FP), SI
-	MOVQ         stride+16(FP), DX
-	MOVQ         q+24(FP), BX
-	VMOVSS       scale+32(FP), X16
-	MOVQ         n+40(FP), CX
-	VMOVUPS      (BX), Z8
-	VMOVUPS      64(BX), Z9
-	VMOVUPS      128(BX), Z10
-	VMOVUPS      192(BX), Z11
+	DOTARGS
 	VMOVUPS      256(BX), Z12
 	VMOVUPS      320(BX), Z13
 	VMOVUPS      384(BX), Z14
 	VMOVUPS      448(BX), Z15
 
 dr128loop:
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
+	DOTZERO
 	DOT64(0, Z8, Z9, Z10, Z11)
 	DOT64(128, Z12, Z13, Z14, Z15)
 	DOTEND
@@ -778,15 +787,7 @@ dr128loop:
 
 // func axpyF16Rows64AVX512(out *float32, p *float32, v *uint16, stride int, n int)
 TEXT ·axpyF16Rows64AVX512(SB), NOSPLIT, $0-40
-	MOVQ    out+0(FP), DI
-	MOVQ    p+8(FP), BX
-	MOVQ    v+16(FP), SI
-	MOVQ    stride+24(FP), DX
-	MOVQ    n+32(FP), CX
-	VMOVUPS (DI), Z0
-	VMOVUPS 64(DI), Z1
-	VMOVUPS 128(DI), Z2
-	VMOVUPS 192(DI), Z3
+	AXPYARGS
 
 ar64loop:
 	VBROADCASTSS (BX), Z7
@@ -804,15 +805,7 @@ ar64loop:
 
 // func axpyF16Rows128AVX512(out *float32, p *float32, v *uint16, stride int, n int)
 TEXT ·axpyF16Rows128AVX512(SB), NOSPLIT, $0-40
-	MOVQ    out+0(FP), DI
-	MOVQ    p+8(FP), BX
-	MOVQ    v+16(FP), SI
-	MOVQ    stride+24(FP), DX
-	MOVQ    n+32(FP), CX
-	VMOVUPS (DI), Z0
-	VMOVUPS 64(DI), Z1
-	VMOVUPS 128(DI), Z2
-	VMOVUPS 192(DI), Z3
+	AXPYARGS
 	VMOVUPS 256(DI), Z10
 	VMOVUPS 320(DI), Z11
 	VMOVUPS 384(DI), Z12
