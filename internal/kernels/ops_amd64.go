@@ -188,8 +188,10 @@ func swiGLUArch(dst, gate, up []float32) {
 	}
 }
 
-// The attention row loops: AVX-512 for heads of 64 and 128 values (one
-// call for all the rows), otherwise the row kernels one row at a time.
+// The attention row loops: one call for all the rows with AVX-512 for
+// heads of 64 and 128 values and with AVX2 for any multiple of 8 (each
+// level's own row arithmetic, so the bits match DotF16/AxpyF16 at that
+// level), otherwise the row kernels one row at a time.
 
 //go:noescape
 func dotF16Rows64AVX512(dst *float32, k *uint16, stride int, q *float32, scale float32, n int)
@@ -203,16 +205,23 @@ func axpyF16Rows64AVX512(out *float32, p *float32, v *uint16, stride int, n int)
 //go:noescape
 func axpyF16Rows128AVX512(out *float32, p *float32, v *uint16, stride int, n int)
 
+//go:noescape
+func dotF16RowsAVX2(dst *float32, k *uint16, stride int, q *float32, scale float32, hd int, n int)
+
+//go:noescape
+func axpyF16RowsAVX2(out *float32, p *float32, v *uint16, stride int, hd int, n int)
+
 func dotF16RowsArch(dst []float32, k []uint16, stride int, q []float32, scale float32) {
-	if opsLevel == opsAVX512 {
-		switch len(q) {
-		case 64:
-			dotF16Rows64AVX512(&dst[0], &k[0], 2*stride, &q[0], scale, len(dst))
-			return
-		case 128:
-			dotF16Rows128AVX512(&dst[0], &k[0], 2*stride, &q[0], scale, len(dst))
-			return
-		}
+	switch {
+	case opsLevel == opsAVX512 && len(q) == 64:
+		dotF16Rows64AVX512(&dst[0], &k[0], 2*stride, &q[0], scale, len(dst))
+		return
+	case opsLevel == opsAVX512 && len(q) == 128:
+		dotF16Rows128AVX512(&dst[0], &k[0], 2*stride, &q[0], scale, len(dst))
+		return
+	case opsLevel == opsAVX2 && len(q)%8 == 0:
+		dotF16RowsAVX2(&dst[0], &k[0], 2*stride, &q[0], scale, len(q), len(dst))
+		return
 	}
 	for i := range dst {
 		dst[i] = dotF16Arch(k[i*stride:i*stride+len(q)], q) * scale
@@ -220,15 +229,16 @@ func dotF16RowsArch(dst []float32, k []uint16, stride int, q []float32, scale fl
 }
 
 func axpyF16RowsArch(out []float32, p []float32, v []uint16, stride int) {
-	if opsLevel == opsAVX512 {
-		switch len(out) {
-		case 64:
-			axpyF16Rows64AVX512(&out[0], &p[0], &v[0], 2*stride, len(p))
-			return
-		case 128:
-			axpyF16Rows128AVX512(&out[0], &p[0], &v[0], 2*stride, len(p))
-			return
-		}
+	switch {
+	case opsLevel == opsAVX512 && len(out) == 64:
+		axpyF16Rows64AVX512(&out[0], &p[0], &v[0], 2*stride, len(p))
+		return
+	case opsLevel == opsAVX512 && len(out) == 128:
+		axpyF16Rows128AVX512(&out[0], &p[0], &v[0], 2*stride, len(p))
+		return
+	case opsLevel == opsAVX2 && len(out)%8 == 0:
+		axpyF16RowsAVX2(&out[0], &p[0], &v[0], 2*stride, len(out), len(p))
+		return
 	}
 	for i, a := range p {
 		axpyF16Arch(out, a, v[i*stride:i*stride+len(out)])

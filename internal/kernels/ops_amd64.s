@@ -829,3 +829,126 @@ ar128loop:
 	VMOVUPS      Z13, 448(DI)
 	VZEROUPPER
 	RET
+
+// func dotF16RowsAVX2(dst *float32, k *uint16, stride int, q *float32, scale float32, hd int, n int)
+//
+// Per row, dotF16AVX2's loop on hd values (a multiple of 8), reduction and
+// rounding, then the scale: the bits of DotF16 row by row, one call.
+TEXT ·dotF16RowsAVX2(SB), NOSPLIT, $0-56
+	MOVQ dst+0(FP), DI
+	MOVQ k+8(FP), R8
+	MOVQ stride+16(FP), DX
+	MOVQ q+24(FP), R9
+	MOVQ hd+40(FP), R10
+	MOVQ n+48(FP), R11
+
+d2row:
+	MOVQ   R8, SI
+	MOVQ   R9, BX
+	MOVQ   R10, CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+d2loop32:
+	CMPQ        CX, $32
+	JLT         d2loop8
+	VCVTPH2PS   (SI), Y4
+	VCVTPH2PS   16(SI), Y5
+	VCVTPH2PS   32(SI), Y6
+	VCVTPH2PS   48(SI), Y7
+	VFMADD231PS (BX), Y4, Y0
+	VFMADD231PS 32(BX), Y5, Y1
+	VFMADD231PS 64(BX), Y6, Y2
+	VFMADD231PS 96(BX), Y7, Y3
+	ADDQ        $64, SI
+	ADDQ        $128, BX
+	SUBQ        $32, CX
+	JMP         d2loop32
+
+d2loop8:
+	CMPQ        CX, $8
+	JLT         d2end
+	VCVTPH2PS   (SI), Y4
+	VFMADD231PS (BX), Y4, Y0
+	ADDQ        $16, SI
+	ADDQ        $32, BX
+	SUBQ        $8, CX
+	JMP         d2loop8
+
+d2end:
+	VADDPS Y1, Y0, Y0
+	VADDPS Y3, Y2, Y2
+	VADDPS Y2, Y0, Y0
+	HSUM_Y0
+	VMULSS scale+32(FP), X0, X0
+	VMOVSS X0, (DI)
+	ADDQ   $4, DI
+	ADDQ   DX, R8
+	DECQ   R11
+	JNZ    d2row
+	VZEROUPPER
+	RET
+
+// func axpyF16RowsAVX2(out *float32, p *float32, v *uint16, stride int, hd int, n int)
+//
+// Per row, axpyF16AVX2's loop on hd values (a multiple of 8): the bits of
+// AxpyF16 row by row, one call.
+TEXT ·axpyF16RowsAVX2(SB), NOSPLIT, $0-48
+	MOVQ out+0(FP), R9
+	MOVQ p+8(FP), BX
+	MOVQ v+16(FP), R8
+	MOVQ stride+24(FP), DX
+	MOVQ hd+32(FP), R10
+	MOVQ n+40(FP), R11
+
+a2row:
+	MOVQ         R9, DI
+	MOVQ         R8, SI
+	MOVQ         R10, CX
+	VBROADCASTSS (BX), Y7
+
+a2loop32:
+	CMPQ        CX, $32
+	JLT         a2loop8
+	VCVTPH2PS   (SI), Y4
+	VCVTPH2PS   16(SI), Y5
+	VCVTPH2PS   32(SI), Y6
+	VCVTPH2PS   48(SI), Y8
+	VMOVUPS     (DI), Y0
+	VMOVUPS     32(DI), Y1
+	VMOVUPS     64(DI), Y2
+	VMOVUPS     96(DI), Y3
+	VFMADD231PS Y4, Y7, Y0
+	VFMADD231PS Y5, Y7, Y1
+	VFMADD231PS Y6, Y7, Y2
+	VFMADD231PS Y8, Y7, Y3
+	VMOVUPS     Y0, (DI)
+	VMOVUPS     Y1, 32(DI)
+	VMOVUPS     Y2, 64(DI)
+	VMOVUPS     Y3, 96(DI)
+	ADDQ        $64, SI
+	ADDQ        $128, DI
+	SUBQ        $32, CX
+	JMP         a2loop32
+
+a2loop8:
+	CMPQ        CX, $8
+	JLT         a2end
+	VCVTPH2PS   (SI), Y4
+	VMOVUPS     (DI), Y0
+	VFMADD231PS Y4, Y7, Y0
+	VMOVUPS     Y0, (DI)
+	ADDQ        $16, SI
+	ADDQ        $32, DI
+	SUBQ        $8, CX
+	JMP         a2loop8
+
+a2end:
+	ADDQ $4, BX
+	ADDQ DX, R8
+	DECQ R11
+	JNZ  a2row
+	VZEROUPPER
+	RET
