@@ -171,16 +171,24 @@ func f16ToF32Arch(dst []float32, src []uint16) {
 	}
 }
 
-// swiGLUAVX512 handles n, a multiple of 16; there is no AVX2 version yet.
+// swiGLUAVX512 handles n, a multiple of 16, swiGLUAVX2 a multiple of 8.
 //
 //go:noescape
 func swiGLUAVX512(dst, gate, up *float32, n int)
 
+//go:noescape
+func swiGLUAVX2(dst, gate, up *float32, n int)
+
 func swiGLUArch(dst, gate, up []float32) {
 	n := 0
-	if opsLevel == opsAVX512 {
+	switch opsLevel {
+	case opsAVX512:
 		if n = len(dst) &^ 15; n > 0 {
 			swiGLUAVX512(&dst[0], &gate[0], &up[0], n)
+		}
+	case opsAVX2:
+		if n = len(dst) &^ 7; n > 0 {
+			swiGLUAVX2(&dst[0], &gate[0], &up[0], n)
 		}
 	}
 	if n < len(dst) {
