@@ -229,27 +229,29 @@ func (g *generation) drive(ctx context.Context, cancel context.CancelFunc, st *e
 		if err != nil {
 			return "", engine.Result{}, err
 		}
-		out, stopped := "", false
-		for _, t := range toks {
-			var s string
-			s, stopped = g.take(t)
-			out += s
+		// One event per token, also when several arrived together (a
+		// client counting events, or timing them, sees every token), except
+		// the stream's last, which goes out with the flushed rest below.
+		out := ""
+		for i, t := range toks {
+			s, stopped := g.take(t)
 			if stopped {
+				// The engine may still run a step for this sequence;
+				// cancelling frees its slot at the next one.
+				cancel()
+				return "stop", st.Result(), emit(s)
+			}
+			if done && i == len(toks)-1 {
+				out = s
 				break
 			}
-		}
-		if stopped {
-			// The engine may still run a step for this sequence; cancelling
-			// frees its slot at the next one.
-			cancel()
-			return "stop", st.Result(), emit(out)
-		}
-		if !done {
-			if out != "" || g.chatLP != nil || g.textLP != nil {
-				if err := emit(out); err != nil {
+			if s != "" || g.chatLP != nil || g.textLP != nil {
+				if err := emit(s); err != nil {
 					return "", engine.Result{}, err
 				}
 			}
+		}
+		if !done {
 			continue
 		}
 		res := st.Result()
