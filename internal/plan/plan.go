@@ -90,8 +90,10 @@ type Request struct {
 	Ranks []Rank
 	Mode  Mode
 	// Weights are --tensor-split, one per rank in rank order. Nil sizes
-	// the split by memory available when every rank's is known, else
-	// evenly.
+	// the split by memory available (in whole GiB) when every rank's is
+	// known and the most is over 1.25 times the least, else evenly: like
+	// nodes get like shards, and a plan does not change because free
+	// memory moved a little between two loads.
 	Weights []float64
 	// Ctx is the context of one sequence in tokens, Parallel the number of
 	// sequences the KV cache holds at once (0 = 1).
@@ -202,12 +204,17 @@ func Compute(c *model.Config, blk model.Blocks, weightBytes func(*model.Shard) (
 			return nil, fmt.Errorf("plan: --tensor-split has %d weights for %d ranks", len(weights), n)
 		}
 		p.SplitBy = "--tensor-split " + joinFloats(weights)
-	case knownMem(req.Ranks):
+	case knownMem(req.Ranks) && memUneven(req.Ranks):
 		weights = make([]float64, n)
 		for i, r := range req.Ranks {
-			weights[i] = float64(r.Mem)
+			// Whole GiB: what is free moves a little from one load to
+			// the next, and the plan (which keys the workers' shard
+			// caches) should not move with it.
+			weights[i] = float64(max(r.Mem>>30, 1))
 		}
 		p.SplitBy = "memory available"
+	case knownMem(req.Ranks):
+		p.SplitBy = "even weights (memory available within 25 %)"
 	default:
 		p.SplitBy = "even weights"
 	}
@@ -356,4 +363,14 @@ func rng(lo, hi int) string {
 		return "none"
 	}
 	return fmt.Sprintf("[%d,%d)", lo, hi)
+}
+
+// memUneven reports whether the ranks' memory differs enough (the most over
+// 1.25 times the least) to size the split by it.
+func memUneven(ranks []Rank) bool {
+	lo, hi := ranks[0].Mem, ranks[0].Mem
+	for _, r := range ranks {
+		lo, hi = min(lo, r.Mem), max(hi, r.Mem)
+	}
+	return float64(hi) > 1.25*float64(lo)
 }

@@ -78,8 +78,19 @@ func TestTensorPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.SplitBy != "memory available" {
+	if p.SplitBy != "even weights (memory available within 25 %)" {
 		t.Errorf("split by %q", p.SplitBy)
+	}
+	// Free memory that moves a little between loads does not move the
+	// plan (the workers' shard caches are keyed by it).
+	q, err := Make(f, Request{Ranks: ranks(GiB+12345678, GiB-7654321, GiB+1), Mode: Mode{3, 1}, Ctx: 1024, Parallel: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range p.Ranks {
+		if a, b := p.Ranks[i].Shard.String(), q.Ranks[i].Shard.String(); a != b {
+			t.Errorf("rank %d: %s with equal memory, %s with a few MB more or less", i, a, b)
+		}
 	}
 	// attn_output is Q8_0 with 32-column blocks = 4 heads of 8; the KV
 	// groups are 4 heads too, so 8 KV heads split 3+3+2 untouched.
