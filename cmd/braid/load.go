@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"runtime/pprof"
 
 	"braid/internal/cluster"
 	"braid/internal/engine"
@@ -27,23 +26,6 @@ type modelFlags struct {
 	// serving keeps the Go runtime on every CPU even when the rank
 	// computes on fewer (the HTTP side needs its own); see limitProcs.
 	serving bool
-}
-
-// startCPUProfile starts a Go CPU profile into path ("" starts nothing)
-// and returns what stops it and closes the file.
-func startCPUProfile(path string) (stop func(), err error) {
-	if path == "" {
-		return func() {}, nil
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
-	}
-	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // limitProcs sets GOMAXPROCS to a rank's compute threads when they are

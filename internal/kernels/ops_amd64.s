@@ -51,6 +51,60 @@
 	VMOVUPS 128(DI), Z2 \
 	VMOVUPS 192(DI), Z3
 
+// The loop bodies of the F16 AVX2 kernels, shared by the one-row and the
+// many-row versions so that both do the same arithmetic: 32 or 8 halves at
+// (SI), against float32s at (q) (dot, into Y0..Y3) or added into float32s at
+// (DI) times Y7 (axpy); CX counts the values left.
+#define DOTF16_AVX2_32(q) \
+	VCVTPH2PS   (SI), Y4 \
+	VCVTPH2PS   16(SI), Y5 \
+	VCVTPH2PS   32(SI), Y6 \
+	VCVTPH2PS   48(SI), Y7 \
+	VFMADD231PS (q), Y4, Y0 \
+	VFMADD231PS 32(q), Y5, Y1 \
+	VFMADD231PS 64(q), Y6, Y2 \
+	VFMADD231PS 96(q), Y7, Y3 \
+	ADDQ        $64, SI \
+	ADDQ        $128, q \
+	SUBQ        $32, CX
+
+#define DOTF16_AVX2_8(q) \
+	VCVTPH2PS   (SI), Y4 \
+	VFMADD231PS (q), Y4, Y0 \
+	ADDQ        $16, SI \
+	ADDQ        $32, q \
+	SUBQ        $8, CX
+
+#define AXPYF16_AVX2_32 \
+	VCVTPH2PS   (SI), Y4 \
+	VCVTPH2PS   16(SI), Y5 \
+	VCVTPH2PS   32(SI), Y6 \
+	VCVTPH2PS   48(SI), Y8 \
+	VMOVUPS     (DI), Y0 \
+	VMOVUPS     32(DI), Y1 \
+	VMOVUPS     64(DI), Y2 \
+	VMOVUPS     96(DI), Y3 \
+	VFMADD231PS Y4, Y7, Y0 \
+	VFMADD231PS Y5, Y7, Y1 \
+	VFMADD231PS Y6, Y7, Y2 \
+	VFMADD231PS Y8, Y7, Y3 \
+	VMOVUPS     Y0, (DI) \
+	VMOVUPS     Y1, 32(DI) \
+	VMOVUPS     Y2, 64(DI) \
+	VMOVUPS     Y3, 96(DI) \
+	ADDQ        $64, SI \
+	ADDQ        $128, DI \
+	SUBQ        $32, CX
+
+#define AXPYF16_AVX2_8 \
+	VCVTPH2PS   (SI), Y4 \
+	VMOVUPS     (DI), Y0 \
+	VFMADD231PS Y4, Y7, Y0 \
+	VMOVUPS     Y0, (DI) \
+	ADDQ        $16, SI \
+	ADDQ        $32, DI \
+	SUBQ        $8, CX
+
 // func sumSquaresAVX2(x *float32, n int) float64
 TEXT ·sumSquaresAVX2(SB), NOSPLIT, $0-24
 	MOVQ   x+0(FP), SI
@@ -231,27 +285,13 @@ TEXT ·dotF16AVX2(SB), NOSPLIT, $0-28
 h2loop32:
 	CMPQ        CX, $32
 	JLT         h2loop8
-	VCVTPH2PS   (SI), Y4
-	VCVTPH2PS   16(SI), Y5
-	VCVTPH2PS   32(SI), Y6
-	VCVTPH2PS   48(SI), Y7
-	VFMADD231PS (DI), Y4, Y0
-	VFMADD231PS 32(DI), Y5, Y1
-	VFMADD231PS 64(DI), Y6, Y2
-	VFMADD231PS 96(DI), Y7, Y3
-	ADDQ        $64, SI
-	ADDQ        $128, DI
-	SUBQ        $32, CX
+	DOTF16_AVX2_32(DI)
 	JMP         h2loop32
 
 h2loop8:
 	CMPQ        CX, $8
 	JLT         h2done
-	VCVTPH2PS   (SI), Y4
-	VFMADD231PS (DI), Y4, Y0
-	ADDQ        $16, SI
-	ADDQ        $32, DI
-	SUBQ        $8, CX
+	DOTF16_AVX2_8(DI)
 	JMP         h2loop8
 
 h2done:
@@ -416,37 +456,13 @@ TEXT ·axpyF16AVX2(SB), NOSPLIT, $0-32
 g2loop32:
 	CMPQ        CX, $32
 	JLT         g2loop8
-	VCVTPH2PS   (SI), Y4
-	VCVTPH2PS   16(SI), Y5
-	VCVTPH2PS   32(SI), Y6
-	VCVTPH2PS   48(SI), Y8
-	VMOVUPS     (DI), Y0
-	VMOVUPS     32(DI), Y1
-	VMOVUPS     64(DI), Y2
-	VMOVUPS     96(DI), Y3
-	VFMADD231PS Y4, Y7, Y0
-	VFMADD231PS Y5, Y7, Y1
-	VFMADD231PS Y6, Y7, Y2
-	VFMADD231PS Y8, Y7, Y3
-	VMOVUPS     Y0, (DI)
-	VMOVUPS     Y1, 32(DI)
-	VMOVUPS     Y2, 64(DI)
-	VMOVUPS     Y3, 96(DI)
-	ADDQ        $64, SI
-	ADDQ        $128, DI
-	SUBQ        $32, CX
+	AXPYF16_AVX2_32
 	JMP         g2loop32
 
 g2loop8:
 	CMPQ        CX, $8
 	JLT         g2done
-	VCVTPH2PS   (SI), Y4
-	VMOVUPS     (DI), Y0
-	VFMADD231PS Y4, Y7, Y0
-	VMOVUPS     Y0, (DI)
-	ADDQ        $16, SI
-	ADDQ        $32, DI
-	SUBQ        $8, CX
+	AXPYF16_AVX2_8
 	JMP         g2loop8
 
 g2done:
@@ -854,27 +870,13 @@ d2row:
 d2loop32:
 	CMPQ        CX, $32
 	JLT         d2loop8
-	VCVTPH2PS   (SI), Y4
-	VCVTPH2PS   16(SI), Y5
-	VCVTPH2PS   32(SI), Y6
-	VCVTPH2PS   48(SI), Y7
-	VFMADD231PS (BX), Y4, Y0
-	VFMADD231PS 32(BX), Y5, Y1
-	VFMADD231PS 64(BX), Y6, Y2
-	VFMADD231PS 96(BX), Y7, Y3
-	ADDQ        $64, SI
-	ADDQ        $128, BX
-	SUBQ        $32, CX
+	DOTF16_AVX2_32(BX)
 	JMP         d2loop32
 
 d2loop8:
 	CMPQ        CX, $8
 	JLT         d2end
-	VCVTPH2PS   (SI), Y4
-	VFMADD231PS (BX), Y4, Y0
-	ADDQ        $16, SI
-	ADDQ        $32, BX
-	SUBQ        $8, CX
+	DOTF16_AVX2_8(BX)
 	JMP         d2loop8
 
 d2end:
@@ -912,37 +914,13 @@ a2row:
 a2loop32:
 	CMPQ        CX, $32
 	JLT         a2loop8
-	VCVTPH2PS   (SI), Y4
-	VCVTPH2PS   16(SI), Y5
-	VCVTPH2PS   32(SI), Y6
-	VCVTPH2PS   48(SI), Y8
-	VMOVUPS     (DI), Y0
-	VMOVUPS     32(DI), Y1
-	VMOVUPS     64(DI), Y2
-	VMOVUPS     96(DI), Y3
-	VFMADD231PS Y4, Y7, Y0
-	VFMADD231PS Y5, Y7, Y1
-	VFMADD231PS Y6, Y7, Y2
-	VFMADD231PS Y8, Y7, Y3
-	VMOVUPS     Y0, (DI)
-	VMOVUPS     Y1, 32(DI)
-	VMOVUPS     Y2, 64(DI)
-	VMOVUPS     Y3, 96(DI)
-	ADDQ        $64, SI
-	ADDQ        $128, DI
-	SUBQ        $32, CX
+	AXPYF16_AVX2_32
 	JMP         a2loop32
 
 a2loop8:
 	CMPQ        CX, $8
 	JLT         a2end
-	VCVTPH2PS   (SI), Y4
-	VMOVUPS     (DI), Y0
-	VFMADD231PS Y4, Y7, Y0
-	VMOVUPS     Y0, (DI)
-	ADDQ        $16, SI
-	ADDQ        $32, DI
-	SUBQ        $8, CX
+	AXPYF16_AVX2_8
 	JMP         a2loop8
 
 a2end:
