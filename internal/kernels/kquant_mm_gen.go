@@ -209,6 +209,7 @@ func (g regs) m(r int) int      { return g.R*g.C + 5*g.R + r }
 const (
 	t0, t1, t2     = 23, 24, 25
 	mask0f, maskHi = 30, 31
+	magicReg       = 22
 )
 
 // colBase holds x + 4*ldx*i for columns 4i..4i+3.
@@ -224,7 +225,7 @@ func gen(p func(string, ...any), f format, R, C int) {
 	if f.mins {
 		last = g.m(R - 1)
 	}
-	if last >= t0 {
+	if last >= magicReg {
 		panic(fmt.Sprintf("%s: %dx%d tile needs too many registers", f.name, R, C))
 	}
 	name := fname(f, R, C)
@@ -237,6 +238,7 @@ func gen(p func(string, ...any), f format, R, C int) {
 	p("\tLEAQ (R10)(R10*2), R11")
 	p("\tMOVL $0x0f0f0f0f, BX")
 	p("\tVPBROADCASTD BX, Z%d", mask0f)
+	p("\tVMOVDQU32 kqmmMagic<>(SB), Z%d", magicReg)
 	switch {
 	case f.q6:
 		p("\tMOVL $0x30303030, BX")
@@ -283,12 +285,12 @@ func gen(p func(string, ...any), f format, R, C int) {
 			if f.q6 {
 				p("\tVMOVDQU32 %d%s, Z%d", actExtra, ca, acc)
 			} else {
-				p("\tVMOVDQU32 kqmmMagic<>(SB), Z%d", acc)
+				p("\tVMOVDQA32 Z%d, Z%d", magicReg, acc)
 			}
 			for k := 0; k < 4; k++ {
 				p("\tVPDPBUSD %d%s, Z%d, Z%d", 64*k, ca, g.w(r, k), acc)
 			}
-			p("\tVSUBPS.BCST kqmmMagic<>(SB), Z%d, Z%d", acc, acc)
+			p("\tVSUBPS Z%d, Z%d, Z%d", magicReg, acc, acc)
 			p("\tVMULPS.BCST %d%s, Z%d, Z%d", actD, ca, g.s(r), tmp)
 			p("\tVFMADD231PS Z%d, Z%d, Z%d", tmp, acc, g.acc(r, c))
 			if f.mins {
