@@ -90,31 +90,6 @@ func kqTileBlock(t, y []byte, mins bool) {
 	binary.LittleEndian.PutUint32(t[kqTileD:], math.Float32bits(d))
 }
 
-// kqTilesFunc is one amd64 assembly tile of rows by cols (fixed per
-// function) for nb blocks, run over tiles consecutive tiles of rows (each
-// rows*ldw bytes further into w, rows floats further into dst): a chunk of
-// MatMul in one call.
-type kqTilesFunc func(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
-
-// kqTiles runs a table of kqTilesFunc (tab[rows-1][cols-1]) over rows
-// weight rows (any number) and cols columns, checking the operands once
-// so the assembly never reads past a slice.
-func kqTiles(tab [][]kqTilesFunc, wsize, xsize int, n int, w []byte, ldw int, x []byte, ldx int, dst []float32, ldd int, rows, cols int) {
-	nb := n / 256
-	if n%256 != 0 || rows < 1 || cols < 1 || cols > len(tab[0]) || nb == 0 ||
-		len(w) < (rows-1)*ldw+nb*wsize || len(x) < (cols-1)*ldx+nb*xsize || len(dst) < (cols-1)*ldd+rows {
-		panic(fmt.Sprintf("kernels: K-quant tiles %dx%d of n=%d: operands too short or bad shape", rows, cols, n))
-	}
-	tr := len(tab)
-	if full := rows / tr; full > 0 {
-		tab[tr-1][cols-1](&w[0], ldw, &x[0], ldx, &dst[0], ldd, nb, full)
-	}
-	if rest := rows % tr; rest > 0 {
-		r := rows - rest
-		tab[rest-1][cols-1](&w[r*ldw], ldw, &x[0], ldx, &dst[r], ldd, nb, 1)
-	}
-}
-
 // kqTile runs a tile table (tab[rows-1][cols-1]) on one tile of MatMul,
 // checking the operands so the assembly never reads past a slice; wsize
 // and xsize are the bytes per block of a weight row and an activation

@@ -212,8 +212,8 @@ DATA kqmmMagic<>+48(SB)/8, $0x4b4000004b400000
 DATA kqmmMagic<>+56(SB)/8, $0x4b4000004b400000
 GLOBL kqmmMagic<>(SB), RODATA|NOPTR, $64
 
-// func kqmmQ4KR1C1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
-TEXT ·kqmmQ4KR1C1(SB), NOSPLIT, $0-64
+// func kqmmQ4KR1C1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
+TEXT ·kqmmQ4KR1C1(SB), NOSPLIT, $0-88
 	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
 	MOVQ ldx+24(FP), R10
@@ -227,12 +227,21 @@ kqmmQ4KR1C1_tile:
 	MOVQ DX, SI
 	MOVQ x+16(FP), DI
 	MOVQ nb+48(FP), CX
+	MOVQ flags+72(FP), BX
+	TESTQ $1, BX
+	JNZ kqmmQ4KR1C1_resume
 	VPXORD Z0, Z0, Z0
+	JMP kqmmQ4KR1C1_start
+kqmmQ4KR1C1_resume:
+	MOVQ acc+64(FP), BX
+	VMOVUPS 0(BX), Z0
+kqmmQ4KR1C1_start:
+	MOVQ pf+80(FP), BX
 
 kqmmQ4KR1C1_loop:
-	PREFETCHT0 3072(SI)
-	PREFETCHT0 3136(SI)
-	PREFETCHT0 3200(SI)
+	PREFETCHT0 0(SI)(BX*1)
+	PREFETCHT0 64(SI)(BX*1)
+	PREFETCHT0 128(SI)(BX*1)
 	VMOVDQU32 16(SI), Z23
 	VMOVDQU32 kqmmIdxK40<>(SB), Z1
 	VPERMI2D 80(SI), Z23, Z1
@@ -282,6 +291,13 @@ kqmmQ4KR1C1_loop:
 	DECQ CX
 	JNZ kqmmQ4KR1C1_loop
 
+	MOVQ flags+72(FP), BX
+	TESTQ $2, BX
+	JZ kqmmQ4KR1C1_reduce
+	MOVQ acc+64(FP), BX
+	VMOVUPS Z0, 0(BX)
+	JMP kqmmQ4KR1C1_next
+kqmmQ4KR1C1_reduce:
 	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
@@ -294,6 +310,8 @@ kqmmQ4KR1C1_loop:
 	VMOVSHDUP X0, X26
 	VADDSS X26, X0, X0
 	VMOVSS X0, 0(BX)
+kqmmQ4KR1C1_next:
+	ADDQ $64, acc+64(FP)
 	ADDQ R8, DX
 	ADDQ $4, AX
 	DECQ tiles+56(FP)
@@ -301,8 +319,8 @@ kqmmQ4KR1C1_loop:
 	VZEROUPPER
 	RET
 
-// func kqmmQ4KR1C2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
-TEXT ·kqmmQ4KR1C2(SB), NOSPLIT, $0-64
+// func kqmmQ4KR1C2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
+TEXT ·kqmmQ4KR1C2(SB), NOSPLIT, $0-88
 	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
 	MOVQ ldx+24(FP), R10
@@ -316,13 +334,23 @@ kqmmQ4KR1C2_tile:
 	MOVQ DX, SI
 	MOVQ x+16(FP), DI
 	MOVQ nb+48(FP), CX
+	MOVQ flags+72(FP), BX
+	TESTQ $1, BX
+	JNZ kqmmQ4KR1C2_resume
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
+	JMP kqmmQ4KR1C2_start
+kqmmQ4KR1C2_resume:
+	MOVQ acc+64(FP), BX
+	VMOVUPS 0(BX), Z0
+	VMOVUPS 64(BX), Z1
+kqmmQ4KR1C2_start:
+	MOVQ pf+80(FP), BX
 
 kqmmQ4KR1C2_loop:
-	PREFETCHT0 3072(SI)
-	PREFETCHT0 3136(SI)
-	PREFETCHT0 3200(SI)
+	PREFETCHT0 0(SI)(BX*1)
+	PREFETCHT0 64(SI)(BX*1)
+	PREFETCHT0 128(SI)(BX*1)
 	VMOVDQU32 16(SI), Z23
 	VMOVDQU32 kqmmIdxK40<>(SB), Z2
 	VPERMI2D 80(SI), Z23, Z2
@@ -381,6 +409,14 @@ kqmmQ4KR1C2_loop:
 	DECQ CX
 	JNZ kqmmQ4KR1C2_loop
 
+	MOVQ flags+72(FP), BX
+	TESTQ $2, BX
+	JZ kqmmQ4KR1C2_reduce
+	MOVQ acc+64(FP), BX
+	VMOVUPS Z0, 0(BX)
+	VMOVUPS Z1, 64(BX)
+	JMP kqmmQ4KR1C2_next
+kqmmQ4KR1C2_reduce:
 	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
@@ -403,6 +439,8 @@ kqmmQ4KR1C2_loop:
 	VMOVSHDUP X1, X26
 	VADDSS X26, X1, X1
 	VMOVSS X1, 0(BX)
+kqmmQ4KR1C2_next:
+	ADDQ $128, acc+64(FP)
 	ADDQ R8, DX
 	ADDQ $4, AX
 	DECQ tiles+56(FP)
@@ -410,8 +448,8 @@ kqmmQ4KR1C2_loop:
 	VZEROUPPER
 	RET
 
-// func kqmmQ4KR1C3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
-TEXT ·kqmmQ4KR1C3(SB), NOSPLIT, $0-64
+// func kqmmQ4KR1C3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
+TEXT ·kqmmQ4KR1C3(SB), NOSPLIT, $0-88
 	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
 	MOVQ ldx+24(FP), R10
@@ -425,14 +463,25 @@ kqmmQ4KR1C3_tile:
 	MOVQ DX, SI
 	MOVQ x+16(FP), DI
 	MOVQ nb+48(FP), CX
+	MOVQ flags+72(FP), BX
+	TESTQ $1, BX
+	JNZ kqmmQ4KR1C3_resume
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
+	JMP kqmmQ4KR1C3_start
+kqmmQ4KR1C3_resume:
+	MOVQ acc+64(FP), BX
+	VMOVUPS 0(BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+kqmmQ4KR1C3_start:
+	MOVQ pf+80(FP), BX
 
 kqmmQ4KR1C3_loop:
-	PREFETCHT0 3072(SI)
-	PREFETCHT0 3136(SI)
-	PREFETCHT0 3200(SI)
+	PREFETCHT0 0(SI)(BX*1)
+	PREFETCHT0 64(SI)(BX*1)
+	PREFETCHT0 128(SI)(BX*1)
 	VMOVDQU32 16(SI), Z23
 	VMOVDQU32 kqmmIdxK40<>(SB), Z3
 	VPERMI2D 80(SI), Z23, Z3
@@ -500,6 +549,15 @@ kqmmQ4KR1C3_loop:
 	DECQ CX
 	JNZ kqmmQ4KR1C3_loop
 
+	MOVQ flags+72(FP), BX
+	TESTQ $2, BX
+	JZ kqmmQ4KR1C3_reduce
+	MOVQ acc+64(FP), BX
+	VMOVUPS Z0, 0(BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	JMP kqmmQ4KR1C3_next
+kqmmQ4KR1C3_reduce:
 	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
@@ -532,6 +590,8 @@ kqmmQ4KR1C3_loop:
 	VMOVSHDUP X2, X26
 	VADDSS X26, X2, X2
 	VMOVSS X2, 0(BX)
+kqmmQ4KR1C3_next:
+	ADDQ $192, acc+64(FP)
 	ADDQ R8, DX
 	ADDQ $4, AX
 	DECQ tiles+56(FP)
@@ -539,8 +599,8 @@ kqmmQ4KR1C3_loop:
 	VZEROUPPER
 	RET
 
-// func kqmmQ4KR1C4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
-TEXT ·kqmmQ4KR1C4(SB), NOSPLIT, $0-64
+// func kqmmQ4KR1C4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
+TEXT ·kqmmQ4KR1C4(SB), NOSPLIT, $0-88
 	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
 	MOVQ ldx+24(FP), R10
@@ -554,15 +614,27 @@ kqmmQ4KR1C4_tile:
 	MOVQ DX, SI
 	MOVQ x+16(FP), DI
 	MOVQ nb+48(FP), CX
+	MOVQ flags+72(FP), BX
+	TESTQ $1, BX
+	JNZ kqmmQ4KR1C4_resume
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
 	VPXORD Z3, Z3, Z3
+	JMP kqmmQ4KR1C4_start
+kqmmQ4KR1C4_resume:
+	MOVQ acc+64(FP), BX
+	VMOVUPS 0(BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	VMOVUPS 192(BX), Z3
+kqmmQ4KR1C4_start:
+	MOVQ pf+80(FP), BX
 
 kqmmQ4KR1C4_loop:
-	PREFETCHT0 3072(SI)
-	PREFETCHT0 3136(SI)
-	PREFETCHT0 3200(SI)
+	PREFETCHT0 0(SI)(BX*1)
+	PREFETCHT0 64(SI)(BX*1)
+	PREFETCHT0 128(SI)(BX*1)
 	VMOVDQU32 16(SI), Z23
 	VMOVDQU32 kqmmIdxK40<>(SB), Z4
 	VPERMI2D 80(SI), Z23, Z4
@@ -639,6 +711,16 @@ kqmmQ4KR1C4_loop:
 	DECQ CX
 	JNZ kqmmQ4KR1C4_loop
 
+	MOVQ flags+72(FP), BX
+	TESTQ $2, BX
+	JZ kqmmQ4KR1C4_reduce
+	MOVQ acc+64(FP), BX
+	VMOVUPS Z0, 0(BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, 192(BX)
+	JMP kqmmQ4KR1C4_next
+kqmmQ4KR1C4_reduce:
 	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
@@ -681,6 +763,8 @@ kqmmQ4KR1C4_loop:
 	VMOVSHDUP X3, X26
 	VADDSS X26, X3, X3
 	VMOVSS X3, 0(BX)
+kqmmQ4KR1C4_next:
+	ADDQ $256, acc+64(FP)
 	ADDQ R8, DX
 	ADDQ $4, AX
 	DECQ tiles+56(FP)
@@ -688,8 +772,8 @@ kqmmQ4KR1C4_loop:
 	VZEROUPPER
 	RET
 
-// func kqmmQ4KR1C5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
-TEXT ·kqmmQ4KR1C5(SB), NOSPLIT, $0-64
+// func kqmmQ4KR1C5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
+TEXT ·kqmmQ4KR1C5(SB), NOSPLIT, $0-88
 	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
 	MOVQ ldx+24(FP), R10
@@ -704,16 +788,29 @@ kqmmQ4KR1C5_tile:
 	MOVQ x+16(FP), DI
 	MOVQ nb+48(FP), CX
 	LEAQ (DI)(R10*4), R13
+	MOVQ flags+72(FP), BX
+	TESTQ $1, BX
+	JNZ kqmmQ4KR1C5_resume
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
 	VPXORD Z3, Z3, Z3
 	VPXORD Z4, Z4, Z4
+	JMP kqmmQ4KR1C5_start
+kqmmQ4KR1C5_resume:
+	MOVQ acc+64(FP), BX
+	VMOVUPS 0(BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	VMOVUPS 192(BX), Z3
+	VMOVUPS 256(BX), Z4
+kqmmQ4KR1C5_start:
+	MOVQ pf+80(FP), BX
 
 kqmmQ4KR1C5_loop:
-	PREFETCHT0 3072(SI)
-	PREFETCHT0 3136(SI)
-	PREFETCHT0 3200(SI)
+	PREFETCHT0 0(SI)(BX*1)
+	PREFETCHT0 64(SI)(BX*1)
+	PREFETCHT0 128(SI)(BX*1)
 	VMOVDQU32 16(SI), Z23
 	VMOVDQU32 kqmmIdxK40<>(SB), Z5
 	VPERMI2D 80(SI), Z23, Z5
@@ -800,6 +897,17 @@ kqmmQ4KR1C5_loop:
 	DECQ CX
 	JNZ kqmmQ4KR1C5_loop
 
+	MOVQ flags+72(FP), BX
+	TESTQ $2, BX
+	JZ kqmmQ4KR1C5_reduce
+	MOVQ acc+64(FP), BX
+	VMOVUPS Z0, 0(BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, 192(BX)
+	VMOVUPS Z4, 256(BX)
+	JMP kqmmQ4KR1C5_next
+kqmmQ4KR1C5_reduce:
 	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
@@ -852,6 +960,8 @@ kqmmQ4KR1C5_loop:
 	VMOVSHDUP X4, X26
 	VADDSS X26, X4, X4
 	VMOVSS X4, 0(BX)
+kqmmQ4KR1C5_next:
+	ADDQ $320, acc+64(FP)
 	ADDQ R8, DX
 	ADDQ $4, AX
 	DECQ tiles+56(FP)
@@ -859,8 +969,8 @@ kqmmQ4KR1C5_loop:
 	VZEROUPPER
 	RET
 
-// func kqmmQ4KR1C6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
-TEXT ·kqmmQ4KR1C6(SB), NOSPLIT, $0-64
+// func kqmmQ4KR1C6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
+TEXT ·kqmmQ4KR1C6(SB), NOSPLIT, $0-88
 	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
 	MOVQ ldx+24(FP), R10
@@ -875,17 +985,31 @@ kqmmQ4KR1C6_tile:
 	MOVQ x+16(FP), DI
 	MOVQ nb+48(FP), CX
 	LEAQ (DI)(R10*4), R13
+	MOVQ flags+72(FP), BX
+	TESTQ $1, BX
+	JNZ kqmmQ4KR1C6_resume
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
 	VPXORD Z3, Z3, Z3
 	VPXORD Z4, Z4, Z4
 	VPXORD Z5, Z5, Z5
+	JMP kqmmQ4KR1C6_start
+kqmmQ4KR1C6_resume:
+	MOVQ acc+64(FP), BX
+	VMOVUPS 0(BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	VMOVUPS 192(BX), Z3
+	VMOVUPS 256(BX), Z4
+	VMOVUPS 320(BX), Z5
+kqmmQ4KR1C6_start:
+	MOVQ pf+80(FP), BX
 
 kqmmQ4KR1C6_loop:
-	PREFETCHT0 3072(SI)
-	PREFETCHT0 3136(SI)
-	PREFETCHT0 3200(SI)
+	PREFETCHT0 0(SI)(BX*1)
+	PREFETCHT0 64(SI)(BX*1)
+	PREFETCHT0 128(SI)(BX*1)
 	VMOVDQU32 16(SI), Z23
 	VMOVDQU32 kqmmIdxK40<>(SB), Z6
 	VPERMI2D 80(SI), Z23, Z6
@@ -981,6 +1105,18 @@ kqmmQ4KR1C6_loop:
 	DECQ CX
 	JNZ kqmmQ4KR1C6_loop
 
+	MOVQ flags+72(FP), BX
+	TESTQ $2, BX
+	JZ kqmmQ4KR1C6_reduce
+	MOVQ acc+64(FP), BX
+	VMOVUPS Z0, 0(BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, 192(BX)
+	VMOVUPS Z4, 256(BX)
+	VMOVUPS Z5, 320(BX)
+	JMP kqmmQ4KR1C6_next
+kqmmQ4KR1C6_reduce:
 	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
@@ -1043,6 +1179,8 @@ kqmmQ4KR1C6_loop:
 	VMOVSHDUP X5, X26
 	VADDSS X26, X5, X5
 	VMOVSS X5, 0(BX)
+kqmmQ4KR1C6_next:
+	ADDQ $384, acc+64(FP)
 	ADDQ R8, DX
 	ADDQ $4, AX
 	DECQ tiles+56(FP)
@@ -1050,8 +1188,8 @@ kqmmQ4KR1C6_loop:
 	VZEROUPPER
 	RET
 
-// func kqmmQ4KR1C7(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
-TEXT ·kqmmQ4KR1C7(SB), NOSPLIT, $0-64
+// func kqmmQ4KR1C7(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
+TEXT ·kqmmQ4KR1C7(SB), NOSPLIT, $0-88
 	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
 	MOVQ ldx+24(FP), R10
@@ -1066,6 +1204,9 @@ kqmmQ4KR1C7_tile:
 	MOVQ x+16(FP), DI
 	MOVQ nb+48(FP), CX
 	LEAQ (DI)(R10*4), R13
+	MOVQ flags+72(FP), BX
+	TESTQ $1, BX
+	JNZ kqmmQ4KR1C7_resume
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -1073,11 +1214,23 @@ kqmmQ4KR1C7_tile:
 	VPXORD Z4, Z4, Z4
 	VPXORD Z5, Z5, Z5
 	VPXORD Z6, Z6, Z6
+	JMP kqmmQ4KR1C7_start
+kqmmQ4KR1C7_resume:
+	MOVQ acc+64(FP), BX
+	VMOVUPS 0(BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	VMOVUPS 192(BX), Z3
+	VMOVUPS 256(BX), Z4
+	VMOVUPS 320(BX), Z5
+	VMOVUPS 384(BX), Z6
+kqmmQ4KR1C7_start:
+	MOVQ pf+80(FP), BX
 
 kqmmQ4KR1C7_loop:
-	PREFETCHT0 3072(SI)
-	PREFETCHT0 3136(SI)
-	PREFETCHT0 3200(SI)
+	PREFETCHT0 0(SI)(BX*1)
+	PREFETCHT0 64(SI)(BX*1)
+	PREFETCHT0 128(SI)(BX*1)
 	VMOVDQU32 16(SI), Z23
 	VMOVDQU32 kqmmIdxK40<>(SB), Z7
 	VPERMI2D 80(SI), Z23, Z7
@@ -1182,6 +1335,19 @@ kqmmQ4KR1C7_loop:
 	DECQ CX
 	JNZ kqmmQ4KR1C7_loop
 
+	MOVQ flags+72(FP), BX
+	TESTQ $2, BX
+	JZ kqmmQ4KR1C7_reduce
+	MOVQ acc+64(FP), BX
+	VMOVUPS Z0, 0(BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, 192(BX)
+	VMOVUPS Z4, 256(BX)
+	VMOVUPS Z5, 320(BX)
+	VMOVUPS Z6, 384(BX)
+	JMP kqmmQ4KR1C7_next
+kqmmQ4KR1C7_reduce:
 	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
@@ -1254,6 +1420,8 @@ kqmmQ4KR1C7_loop:
 	VMOVSHDUP X6, X26
 	VADDSS X26, X6, X6
 	VMOVSS X6, 0(BX)
+kqmmQ4KR1C7_next:
+	ADDQ $448, acc+64(FP)
 	ADDQ R8, DX
 	ADDQ $4, AX
 	DECQ tiles+56(FP)
@@ -1261,8 +1429,8 @@ kqmmQ4KR1C7_loop:
 	VZEROUPPER
 	RET
 
-// func kqmmQ4KR1C8(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
-TEXT ·kqmmQ4KR1C8(SB), NOSPLIT, $0-64
+// func kqmmQ4KR1C8(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
+TEXT ·kqmmQ4KR1C8(SB), NOSPLIT, $0-88
 	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
 	MOVQ ldx+24(FP), R10
@@ -1277,6 +1445,9 @@ kqmmQ4KR1C8_tile:
 	MOVQ x+16(FP), DI
 	MOVQ nb+48(FP), CX
 	LEAQ (DI)(R10*4), R13
+	MOVQ flags+72(FP), BX
+	TESTQ $1, BX
+	JNZ kqmmQ4KR1C8_resume
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -1285,11 +1456,24 @@ kqmmQ4KR1C8_tile:
 	VPXORD Z5, Z5, Z5
 	VPXORD Z6, Z6, Z6
 	VPXORD Z7, Z7, Z7
+	JMP kqmmQ4KR1C8_start
+kqmmQ4KR1C8_resume:
+	MOVQ acc+64(FP), BX
+	VMOVUPS 0(BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	VMOVUPS 192(BX), Z3
+	VMOVUPS 256(BX), Z4
+	VMOVUPS 320(BX), Z5
+	VMOVUPS 384(BX), Z6
+	VMOVUPS 448(BX), Z7
+kqmmQ4KR1C8_start:
+	MOVQ pf+80(FP), BX
 
 kqmmQ4KR1C8_loop:
-	PREFETCHT0 3072(SI)
-	PREFETCHT0 3136(SI)
-	PREFETCHT0 3200(SI)
+	PREFETCHT0 0(SI)(BX*1)
+	PREFETCHT0 64(SI)(BX*1)
+	PREFETCHT0 128(SI)(BX*1)
 	VMOVDQU32 16(SI), Z23
 	VMOVDQU32 kqmmIdxK40<>(SB), Z8
 	VPERMI2D 80(SI), Z23, Z8
@@ -1403,6 +1587,20 @@ kqmmQ4KR1C8_loop:
 	DECQ CX
 	JNZ kqmmQ4KR1C8_loop
 
+	MOVQ flags+72(FP), BX
+	TESTQ $2, BX
+	JZ kqmmQ4KR1C8_reduce
+	MOVQ acc+64(FP), BX
+	VMOVUPS Z0, 0(BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, 192(BX)
+	VMOVUPS Z4, 256(BX)
+	VMOVUPS Z5, 320(BX)
+	VMOVUPS Z6, 384(BX)
+	VMOVUPS Z7, 448(BX)
+	JMP kqmmQ4KR1C8_next
+kqmmQ4KR1C8_reduce:
 	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
@@ -1485,6 +1683,8 @@ kqmmQ4KR1C8_loop:
 	VMOVSHDUP X7, X26
 	VADDSS X26, X7, X7
 	VMOVSS X7, 0(BX)
+kqmmQ4KR1C8_next:
+	ADDQ $512, acc+64(FP)
 	ADDQ R8, DX
 	ADDQ $4, AX
 	DECQ tiles+56(FP)
@@ -1492,8 +1692,8 @@ kqmmQ4KR1C8_loop:
 	VZEROUPPER
 	RET
 
-// func kqmmQ5KR1C1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
-TEXT ·kqmmQ5KR1C1(SB), NOSPLIT, $0-64
+// func kqmmQ5KR1C1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
+TEXT ·kqmmQ5KR1C1(SB), NOSPLIT, $0-88
 	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
 	MOVQ ldx+24(FP), R10
@@ -1509,12 +1709,21 @@ kqmmQ5KR1C1_tile:
 	MOVQ DX, SI
 	MOVQ x+16(FP), DI
 	MOVQ nb+48(FP), CX
+	MOVQ flags+72(FP), BX
+	TESTQ $1, BX
+	JNZ kqmmQ5KR1C1_resume
 	VPXORD Z0, Z0, Z0
+	JMP kqmmQ5KR1C1_start
+kqmmQ5KR1C1_resume:
+	MOVQ acc+64(FP), BX
+	VMOVUPS 0(BX), Z0
+kqmmQ5KR1C1_start:
+	MOVQ pf+80(FP), BX
 
 kqmmQ5KR1C1_loop:
-	PREFETCHT0 3072(SI)
-	PREFETCHT0 3136(SI)
-	PREFETCHT0 3200(SI)
+	PREFETCHT0 0(SI)(BX*1)
+	PREFETCHT0 64(SI)(BX*1)
+	PREFETCHT0 128(SI)(BX*1)
 	VMOVDQU32 48(SI), Z23
 	VMOVDQU32 kqmmIdxK40<>(SB), Z1
 	VPERMI2D 112(SI), Z23, Z1
@@ -1581,6 +1790,13 @@ kqmmQ5KR1C1_loop:
 	DECQ CX
 	JNZ kqmmQ5KR1C1_loop
 
+	MOVQ flags+72(FP), BX
+	TESTQ $2, BX
+	JZ kqmmQ5KR1C1_reduce
+	MOVQ acc+64(FP), BX
+	VMOVUPS Z0, 0(BX)
+	JMP kqmmQ5KR1C1_next
+kqmmQ5KR1C1_reduce:
 	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
@@ -1593,6 +1809,8 @@ kqmmQ5KR1C1_loop:
 	VMOVSHDUP X0, X26
 	VADDSS X26, X0, X0
 	VMOVSS X0, 0(BX)
+kqmmQ5KR1C1_next:
+	ADDQ $64, acc+64(FP)
 	ADDQ R8, DX
 	ADDQ $4, AX
 	DECQ tiles+56(FP)
@@ -1600,8 +1818,8 @@ kqmmQ5KR1C1_loop:
 	VZEROUPPER
 	RET
 
-// func kqmmQ5KR1C2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
-TEXT ·kqmmQ5KR1C2(SB), NOSPLIT, $0-64
+// func kqmmQ5KR1C2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
+TEXT ·kqmmQ5KR1C2(SB), NOSPLIT, $0-88
 	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
 	MOVQ ldx+24(FP), R10
@@ -1617,13 +1835,23 @@ kqmmQ5KR1C2_tile:
 	MOVQ DX, SI
 	MOVQ x+16(FP), DI
 	MOVQ nb+48(FP), CX
+	MOVQ flags+72(FP), BX
+	TESTQ $1, BX
+	JNZ kqmmQ5KR1C2_resume
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
+	JMP kqmmQ5KR1C2_start
+kqmmQ5KR1C2_resume:
+	MOVQ acc+64(FP), BX
+	VMOVUPS 0(BX), Z0
+	VMOVUPS 64(BX), Z1
+kqmmQ5KR1C2_start:
+	MOVQ pf+80(FP), BX
 
 kqmmQ5KR1C2_loop:
-	PREFETCHT0 3072(SI)
-	PREFETCHT0 3136(SI)
-	PREFETCHT0 3200(SI)
+	PREFETCHT0 0(SI)(BX*1)
+	PREFETCHT0 64(SI)(BX*1)
+	PREFETCHT0 128(SI)(BX*1)
 	VMOVDQU32 48(SI), Z23
 	VMOVDQU32 kqmmIdxK40<>(SB), Z2
 	VPERMI2D 112(SI), Z23, Z2
@@ -1699,6 +1927,14 @@ kqmmQ5KR1C2_loop:
 	DECQ CX
 	JNZ kqmmQ5KR1C2_loop
 
+	MOVQ flags+72(FP), BX
+	TESTQ $2, BX
+	JZ kqmmQ5KR1C2_reduce
+	MOVQ acc+64(FP), BX
+	VMOVUPS Z0, 0(BX)
+	VMOVUPS Z1, 64(BX)
+	JMP kqmmQ5KR1C2_next
+kqmmQ5KR1C2_reduce:
 	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
@@ -1721,6 +1957,8 @@ kqmmQ5KR1C2_loop:
 	VMOVSHDUP X1, X26
 	VADDSS X26, X1, X1
 	VMOVSS X1, 0(BX)
+kqmmQ5KR1C2_next:
+	ADDQ $128, acc+64(FP)
 	ADDQ R8, DX
 	ADDQ $4, AX
 	DECQ tiles+56(FP)
@@ -1728,8 +1966,8 @@ kqmmQ5KR1C2_loop:
 	VZEROUPPER
 	RET
 
-// func kqmmQ5KR1C3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
-TEXT ·kqmmQ5KR1C3(SB), NOSPLIT, $0-64
+// func kqmmQ5KR1C3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
+TEXT ·kqmmQ5KR1C3(SB), NOSPLIT, $0-88
 	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
 	MOVQ ldx+24(FP), R10
@@ -1745,14 +1983,25 @@ kqmmQ5KR1C3_tile:
 	MOVQ DX, SI
 	MOVQ x+16(FP), DI
 	MOVQ nb+48(FP), CX
+	MOVQ flags+72(FP), BX
+	TESTQ $1, BX
+	JNZ kqmmQ5KR1C3_resume
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
+	JMP kqmmQ5KR1C3_start
+kqmmQ5KR1C3_resume:
+	MOVQ acc+64(FP), BX
+	VMOVUPS 0(BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+kqmmQ5KR1C3_start:
+	MOVQ pf+80(FP), BX
 
 kqmmQ5KR1C3_loop:
-	PREFETCHT0 3072(SI)
-	PREFETCHT0 3136(SI)
-	PREFETCHT0 3200(SI)
+	PREFETCHT0 0(SI)(BX*1)
+	PREFETCHT0 64(SI)(BX*1)
+	PREFETCHT0 128(SI)(BX*1)
 	VMOVDQU32 48(SI), Z23
 	VMOVDQU32 kqmmIdxK40<>(SB), Z3
 	VPERMI2D 112(SI), Z23, Z3
@@ -1837,6 +2086,15 @@ kqmmQ5KR1C3_loop:
 	DECQ CX
 	JNZ kqmmQ5KR1C3_loop
 
+	MOVQ flags+72(FP), BX
+	TESTQ $2, BX
+	JZ kqmmQ5KR1C3_reduce
+	MOVQ acc+64(FP), BX
+	VMOVUPS Z0, 0(BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	JMP kqmmQ5KR1C3_next
+kqmmQ5KR1C3_reduce:
 	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
@@ -1869,6 +2127,8 @@ kqmmQ5KR1C3_loop:
 	VMOVSHDUP X2, X26
 	VADDSS X26, X2, X2
 	VMOVSS X2, 0(BX)
+kqmmQ5KR1C3_next:
+	ADDQ $192, acc+64(FP)
 	ADDQ R8, DX
 	ADDQ $4, AX
 	DECQ tiles+56(FP)
@@ -1876,8 +2136,8 @@ kqmmQ5KR1C3_loop:
 	VZEROUPPER
 	RET
 
-// func kqmmQ5KR1C4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
-TEXT ·kqmmQ5KR1C4(SB), NOSPLIT, $0-64
+// func kqmmQ5KR1C4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
+TEXT ·kqmmQ5KR1C4(SB), NOSPLIT, $0-88
 	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
 	MOVQ ldx+24(FP), R10
@@ -1893,15 +2153,27 @@ kqmmQ5KR1C4_tile:
 	MOVQ DX, SI
 	MOVQ x+16(FP), DI
 	MOVQ nb+48(FP), CX
+	MOVQ flags+72(FP), BX
+	TESTQ $1, BX
+	JNZ kqmmQ5KR1C4_resume
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
 	VPXORD Z3, Z3, Z3
+	JMP kqmmQ5KR1C4_start
+kqmmQ5KR1C4_resume:
+	MOVQ acc+64(FP), BX
+	VMOVUPS 0(BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	VMOVUPS 192(BX), Z3
+kqmmQ5KR1C4_start:
+	MOVQ pf+80(FP), BX
 
 kqmmQ5KR1C4_loop:
-	PREFETCHT0 3072(SI)
-	PREFETCHT0 3136(SI)
-	PREFETCHT0 3200(SI)
+	PREFETCHT0 0(SI)(BX*1)
+	PREFETCHT0 64(SI)(BX*1)
+	PREFETCHT0 128(SI)(BX*1)
 	VMOVDQU32 48(SI), Z23
 	VMOVDQU32 kqmmIdxK40<>(SB), Z4
 	VPERMI2D 112(SI), Z23, Z4
@@ -1995,6 +2267,16 @@ kqmmQ5KR1C4_loop:
 	DECQ CX
 	JNZ kqmmQ5KR1C4_loop
 
+	MOVQ flags+72(FP), BX
+	TESTQ $2, BX
+	JZ kqmmQ5KR1C4_reduce
+	MOVQ acc+64(FP), BX
+	VMOVUPS Z0, 0(BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, 192(BX)
+	JMP kqmmQ5KR1C4_next
+kqmmQ5KR1C4_reduce:
 	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
@@ -2037,6 +2319,8 @@ kqmmQ5KR1C4_loop:
 	VMOVSHDUP X3, X26
 	VADDSS X26, X3, X3
 	VMOVSS X3, 0(BX)
+kqmmQ5KR1C4_next:
+	ADDQ $256, acc+64(FP)
 	ADDQ R8, DX
 	ADDQ $4, AX
 	DECQ tiles+56(FP)
@@ -2044,8 +2328,8 @@ kqmmQ5KR1C4_loop:
 	VZEROUPPER
 	RET
 
-// func kqmmQ5KR1C5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
-TEXT ·kqmmQ5KR1C5(SB), NOSPLIT, $0-64
+// func kqmmQ5KR1C5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
+TEXT ·kqmmQ5KR1C5(SB), NOSPLIT, $0-88
 	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
 	MOVQ ldx+24(FP), R10
@@ -2062,16 +2346,29 @@ kqmmQ5KR1C5_tile:
 	MOVQ x+16(FP), DI
 	MOVQ nb+48(FP), CX
 	LEAQ (DI)(R10*4), R13
+	MOVQ flags+72(FP), BX
+	TESTQ $1, BX
+	JNZ kqmmQ5KR1C5_resume
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
 	VPXORD Z3, Z3, Z3
 	VPXORD Z4, Z4, Z4
+	JMP kqmmQ5KR1C5_start
+kqmmQ5KR1C5_resume:
+	MOVQ acc+64(FP), BX
+	VMOVUPS 0(BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	VMOVUPS 192(BX), Z3
+	VMOVUPS 256(BX), Z4
+kqmmQ5KR1C5_start:
+	MOVQ pf+80(FP), BX
 
 kqmmQ5KR1C5_loop:
-	PREFETCHT0 3072(SI)
-	PREFETCHT0 3136(SI)
-	PREFETCHT0 3200(SI)
+	PREFETCHT0 0(SI)(BX*1)
+	PREFETCHT0 64(SI)(BX*1)
+	PREFETCHT0 128(SI)(BX*1)
 	VMOVDQU32 48(SI), Z23
 	VMOVDQU32 kqmmIdxK40<>(SB), Z5
 	VPERMI2D 112(SI), Z23, Z5
@@ -2175,6 +2472,17 @@ kqmmQ5KR1C5_loop:
 	DECQ CX
 	JNZ kqmmQ5KR1C5_loop
 
+	MOVQ flags+72(FP), BX
+	TESTQ $2, BX
+	JZ kqmmQ5KR1C5_reduce
+	MOVQ acc+64(FP), BX
+	VMOVUPS Z0, 0(BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, 192(BX)
+	VMOVUPS Z4, 256(BX)
+	JMP kqmmQ5KR1C5_next
+kqmmQ5KR1C5_reduce:
 	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
@@ -2227,6 +2535,8 @@ kqmmQ5KR1C5_loop:
 	VMOVSHDUP X4, X26
 	VADDSS X26, X4, X4
 	VMOVSS X4, 0(BX)
+kqmmQ5KR1C5_next:
+	ADDQ $320, acc+64(FP)
 	ADDQ R8, DX
 	ADDQ $4, AX
 	DECQ tiles+56(FP)
@@ -2234,8 +2544,8 @@ kqmmQ5KR1C5_loop:
 	VZEROUPPER
 	RET
 
-// func kqmmQ5KR1C6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
-TEXT ·kqmmQ5KR1C6(SB), NOSPLIT, $0-64
+// func kqmmQ5KR1C6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
+TEXT ·kqmmQ5KR1C6(SB), NOSPLIT, $0-88
 	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
 	MOVQ ldx+24(FP), R10
@@ -2252,17 +2562,31 @@ kqmmQ5KR1C6_tile:
 	MOVQ x+16(FP), DI
 	MOVQ nb+48(FP), CX
 	LEAQ (DI)(R10*4), R13
+	MOVQ flags+72(FP), BX
+	TESTQ $1, BX
+	JNZ kqmmQ5KR1C6_resume
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
 	VPXORD Z3, Z3, Z3
 	VPXORD Z4, Z4, Z4
 	VPXORD Z5, Z5, Z5
+	JMP kqmmQ5KR1C6_start
+kqmmQ5KR1C6_resume:
+	MOVQ acc+64(FP), BX
+	VMOVUPS 0(BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	VMOVUPS 192(BX), Z3
+	VMOVUPS 256(BX), Z4
+	VMOVUPS 320(BX), Z5
+kqmmQ5KR1C6_start:
+	MOVQ pf+80(FP), BX
 
 kqmmQ5KR1C6_loop:
-	PREFETCHT0 3072(SI)
-	PREFETCHT0 3136(SI)
-	PREFETCHT0 3200(SI)
+	PREFETCHT0 0(SI)(BX*1)
+	PREFETCHT0 64(SI)(BX*1)
+	PREFETCHT0 128(SI)(BX*1)
 	VMOVDQU32 48(SI), Z23
 	VMOVDQU32 kqmmIdxK40<>(SB), Z6
 	VPERMI2D 112(SI), Z23, Z6
@@ -2375,6 +2699,18 @@ kqmmQ5KR1C6_loop:
 	DECQ CX
 	JNZ kqmmQ5KR1C6_loop
 
+	MOVQ flags+72(FP), BX
+	TESTQ $2, BX
+	JZ kqmmQ5KR1C6_reduce
+	MOVQ acc+64(FP), BX
+	VMOVUPS Z0, 0(BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, 192(BX)
+	VMOVUPS Z4, 256(BX)
+	VMOVUPS Z5, 320(BX)
+	JMP kqmmQ5KR1C6_next
+kqmmQ5KR1C6_reduce:
 	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
@@ -2437,6 +2773,8 @@ kqmmQ5KR1C6_loop:
 	VMOVSHDUP X5, X26
 	VADDSS X26, X5, X5
 	VMOVSS X5, 0(BX)
+kqmmQ5KR1C6_next:
+	ADDQ $384, acc+64(FP)
 	ADDQ R8, DX
 	ADDQ $4, AX
 	DECQ tiles+56(FP)
@@ -2444,8 +2782,8 @@ kqmmQ5KR1C6_loop:
 	VZEROUPPER
 	RET
 
-// func kqmmQ5KR1C7(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
-TEXT ·kqmmQ5KR1C7(SB), NOSPLIT, $0-64
+// func kqmmQ5KR1C7(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
+TEXT ·kqmmQ5KR1C7(SB), NOSPLIT, $0-88
 	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
 	MOVQ ldx+24(FP), R10
@@ -2462,6 +2800,9 @@ kqmmQ5KR1C7_tile:
 	MOVQ x+16(FP), DI
 	MOVQ nb+48(FP), CX
 	LEAQ (DI)(R10*4), R13
+	MOVQ flags+72(FP), BX
+	TESTQ $1, BX
+	JNZ kqmmQ5KR1C7_resume
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -2469,11 +2810,23 @@ kqmmQ5KR1C7_tile:
 	VPXORD Z4, Z4, Z4
 	VPXORD Z5, Z5, Z5
 	VPXORD Z6, Z6, Z6
+	JMP kqmmQ5KR1C7_start
+kqmmQ5KR1C7_resume:
+	MOVQ acc+64(FP), BX
+	VMOVUPS 0(BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	VMOVUPS 192(BX), Z3
+	VMOVUPS 256(BX), Z4
+	VMOVUPS 320(BX), Z5
+	VMOVUPS 384(BX), Z6
+kqmmQ5KR1C7_start:
+	MOVQ pf+80(FP), BX
 
 kqmmQ5KR1C7_loop:
-	PREFETCHT0 3072(SI)
-	PREFETCHT0 3136(SI)
-	PREFETCHT0 3200(SI)
+	PREFETCHT0 0(SI)(BX*1)
+	PREFETCHT0 64(SI)(BX*1)
+	PREFETCHT0 128(SI)(BX*1)
 	VMOVDQU32 48(SI), Z23
 	VMOVDQU32 kqmmIdxK40<>(SB), Z7
 	VPERMI2D 112(SI), Z23, Z7
@@ -2595,6 +2948,19 @@ kqmmQ5KR1C7_loop:
 	DECQ CX
 	JNZ kqmmQ5KR1C7_loop
 
+	MOVQ flags+72(FP), BX
+	TESTQ $2, BX
+	JZ kqmmQ5KR1C7_reduce
+	MOVQ acc+64(FP), BX
+	VMOVUPS Z0, 0(BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, 192(BX)
+	VMOVUPS Z4, 256(BX)
+	VMOVUPS Z5, 320(BX)
+	VMOVUPS Z6, 384(BX)
+	JMP kqmmQ5KR1C7_next
+kqmmQ5KR1C7_reduce:
 	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
@@ -2667,6 +3033,8 @@ kqmmQ5KR1C7_loop:
 	VMOVSHDUP X6, X26
 	VADDSS X26, X6, X6
 	VMOVSS X6, 0(BX)
+kqmmQ5KR1C7_next:
+	ADDQ $448, acc+64(FP)
 	ADDQ R8, DX
 	ADDQ $4, AX
 	DECQ tiles+56(FP)
@@ -2674,8 +3042,8 @@ kqmmQ5KR1C7_loop:
 	VZEROUPPER
 	RET
 
-// func kqmmQ5KR1C8(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
-TEXT ·kqmmQ5KR1C8(SB), NOSPLIT, $0-64
+// func kqmmQ5KR1C8(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
+TEXT ·kqmmQ5KR1C8(SB), NOSPLIT, $0-88
 	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
 	MOVQ ldx+24(FP), R10
@@ -2692,6 +3060,9 @@ kqmmQ5KR1C8_tile:
 	MOVQ x+16(FP), DI
 	MOVQ nb+48(FP), CX
 	LEAQ (DI)(R10*4), R13
+	MOVQ flags+72(FP), BX
+	TESTQ $1, BX
+	JNZ kqmmQ5KR1C8_resume
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -2700,11 +3071,24 @@ kqmmQ5KR1C8_tile:
 	VPXORD Z5, Z5, Z5
 	VPXORD Z6, Z6, Z6
 	VPXORD Z7, Z7, Z7
+	JMP kqmmQ5KR1C8_start
+kqmmQ5KR1C8_resume:
+	MOVQ acc+64(FP), BX
+	VMOVUPS 0(BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	VMOVUPS 192(BX), Z3
+	VMOVUPS 256(BX), Z4
+	VMOVUPS 320(BX), Z5
+	VMOVUPS 384(BX), Z6
+	VMOVUPS 448(BX), Z7
+kqmmQ5KR1C8_start:
+	MOVQ pf+80(FP), BX
 
 kqmmQ5KR1C8_loop:
-	PREFETCHT0 3072(SI)
-	PREFETCHT0 3136(SI)
-	PREFETCHT0 3200(SI)
+	PREFETCHT0 0(SI)(BX*1)
+	PREFETCHT0 64(SI)(BX*1)
+	PREFETCHT0 128(SI)(BX*1)
 	VMOVDQU32 48(SI), Z23
 	VMOVDQU32 kqmmIdxK40<>(SB), Z8
 	VPERMI2D 112(SI), Z23, Z8
@@ -2835,6 +3219,20 @@ kqmmQ5KR1C8_loop:
 	DECQ CX
 	JNZ kqmmQ5KR1C8_loop
 
+	MOVQ flags+72(FP), BX
+	TESTQ $2, BX
+	JZ kqmmQ5KR1C8_reduce
+	MOVQ acc+64(FP), BX
+	VMOVUPS Z0, 0(BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, 192(BX)
+	VMOVUPS Z4, 256(BX)
+	VMOVUPS Z5, 320(BX)
+	VMOVUPS Z6, 384(BX)
+	VMOVUPS Z7, 448(BX)
+	JMP kqmmQ5KR1C8_next
+kqmmQ5KR1C8_reduce:
 	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
@@ -2917,6 +3315,8 @@ kqmmQ5KR1C8_loop:
 	VMOVSHDUP X7, X26
 	VADDSS X26, X7, X7
 	VMOVSS X7, 0(BX)
+kqmmQ5KR1C8_next:
+	ADDQ $512, acc+64(FP)
 	ADDQ R8, DX
 	ADDQ $4, AX
 	DECQ tiles+56(FP)
@@ -2924,8 +3324,8 @@ kqmmQ5KR1C8_loop:
 	VZEROUPPER
 	RET
 
-// func kqmmQ6KR1C1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
-TEXT ·kqmmQ6KR1C1(SB), NOSPLIT, $0-64
+// func kqmmQ6KR1C1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
+TEXT ·kqmmQ6KR1C1(SB), NOSPLIT, $0-88
 	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
 	MOVQ ldx+24(FP), R10
@@ -2941,13 +3341,22 @@ kqmmQ6KR1C1_tile:
 	MOVQ DX, SI
 	MOVQ x+16(FP), DI
 	MOVQ nb+48(FP), CX
+	MOVQ flags+72(FP), BX
+	TESTQ $1, BX
+	JNZ kqmmQ6KR1C1_resume
 	VPXORD Z0, Z0, Z0
+	JMP kqmmQ6KR1C1_start
+kqmmQ6KR1C1_resume:
+	MOVQ acc+64(FP), BX
+	VMOVUPS 0(BX), Z0
+kqmmQ6KR1C1_start:
+	MOVQ pf+80(FP), BX
 
 kqmmQ6KR1C1_loop:
-	PREFETCHT0 3072(SI)
-	PREFETCHT0 3136(SI)
-	PREFETCHT0 3200(SI)
-	PREFETCHT0 3264(SI)
+	PREFETCHT0 0(SI)(BX*1)
+	PREFETCHT0 64(SI)(BX*1)
+	PREFETCHT0 128(SI)(BX*1)
+	PREFETCHT0 192(SI)(BX*1)
 	VMOVDQU32 0(SI), Z23
 	VMOVDQU32 kqmmIdxQ6L0<>(SB), Z1
 	VPERMI2D 64(SI), Z23, Z1
@@ -2999,6 +3408,13 @@ kqmmQ6KR1C1_loop:
 	DECQ CX
 	JNZ kqmmQ6KR1C1_loop
 
+	MOVQ flags+72(FP), BX
+	TESTQ $2, BX
+	JZ kqmmQ6KR1C1_reduce
+	MOVQ acc+64(FP), BX
+	VMOVUPS Z0, 0(BX)
+	JMP kqmmQ6KR1C1_next
+kqmmQ6KR1C1_reduce:
 	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
@@ -3011,6 +3427,8 @@ kqmmQ6KR1C1_loop:
 	VMOVSHDUP X0, X26
 	VADDSS X26, X0, X0
 	VMOVSS X0, 0(BX)
+kqmmQ6KR1C1_next:
+	ADDQ $64, acc+64(FP)
 	ADDQ R8, DX
 	ADDQ $4, AX
 	DECQ tiles+56(FP)
@@ -3018,8 +3436,8 @@ kqmmQ6KR1C1_loop:
 	VZEROUPPER
 	RET
 
-// func kqmmQ6KR1C2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
-TEXT ·kqmmQ6KR1C2(SB), NOSPLIT, $0-64
+// func kqmmQ6KR1C2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
+TEXT ·kqmmQ6KR1C2(SB), NOSPLIT, $0-88
 	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
 	MOVQ ldx+24(FP), R10
@@ -3035,14 +3453,24 @@ kqmmQ6KR1C2_tile:
 	MOVQ DX, SI
 	MOVQ x+16(FP), DI
 	MOVQ nb+48(FP), CX
+	MOVQ flags+72(FP), BX
+	TESTQ $1, BX
+	JNZ kqmmQ6KR1C2_resume
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
+	JMP kqmmQ6KR1C2_start
+kqmmQ6KR1C2_resume:
+	MOVQ acc+64(FP), BX
+	VMOVUPS 0(BX), Z0
+	VMOVUPS 64(BX), Z1
+kqmmQ6KR1C2_start:
+	MOVQ pf+80(FP), BX
 
 kqmmQ6KR1C2_loop:
-	PREFETCHT0 3072(SI)
-	PREFETCHT0 3136(SI)
-	PREFETCHT0 3200(SI)
-	PREFETCHT0 3264(SI)
+	PREFETCHT0 0(SI)(BX*1)
+	PREFETCHT0 64(SI)(BX*1)
+	PREFETCHT0 128(SI)(BX*1)
+	PREFETCHT0 192(SI)(BX*1)
 	VMOVDQU32 0(SI), Z23
 	VMOVDQU32 kqmmIdxQ6L0<>(SB), Z2
 	VPERMI2D 64(SI), Z23, Z2
@@ -3102,6 +3530,14 @@ kqmmQ6KR1C2_loop:
 	DECQ CX
 	JNZ kqmmQ6KR1C2_loop
 
+	MOVQ flags+72(FP), BX
+	TESTQ $2, BX
+	JZ kqmmQ6KR1C2_reduce
+	MOVQ acc+64(FP), BX
+	VMOVUPS Z0, 0(BX)
+	VMOVUPS Z1, 64(BX)
+	JMP kqmmQ6KR1C2_next
+kqmmQ6KR1C2_reduce:
 	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
@@ -3124,6 +3560,8 @@ kqmmQ6KR1C2_loop:
 	VMOVSHDUP X1, X26
 	VADDSS X26, X1, X1
 	VMOVSS X1, 0(BX)
+kqmmQ6KR1C2_next:
+	ADDQ $128, acc+64(FP)
 	ADDQ R8, DX
 	ADDQ $4, AX
 	DECQ tiles+56(FP)
@@ -3131,8 +3569,8 @@ kqmmQ6KR1C2_loop:
 	VZEROUPPER
 	RET
 
-// func kqmmQ6KR1C3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
-TEXT ·kqmmQ6KR1C3(SB), NOSPLIT, $0-64
+// func kqmmQ6KR1C3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
+TEXT ·kqmmQ6KR1C3(SB), NOSPLIT, $0-88
 	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
 	MOVQ ldx+24(FP), R10
@@ -3148,15 +3586,26 @@ kqmmQ6KR1C3_tile:
 	MOVQ DX, SI
 	MOVQ x+16(FP), DI
 	MOVQ nb+48(FP), CX
+	MOVQ flags+72(FP), BX
+	TESTQ $1, BX
+	JNZ kqmmQ6KR1C3_resume
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
+	JMP kqmmQ6KR1C3_start
+kqmmQ6KR1C3_resume:
+	MOVQ acc+64(FP), BX
+	VMOVUPS 0(BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+kqmmQ6KR1C3_start:
+	MOVQ pf+80(FP), BX
 
 kqmmQ6KR1C3_loop:
-	PREFETCHT0 3072(SI)
-	PREFETCHT0 3136(SI)
-	PREFETCHT0 3200(SI)
-	PREFETCHT0 3264(SI)
+	PREFETCHT0 0(SI)(BX*1)
+	PREFETCHT0 64(SI)(BX*1)
+	PREFETCHT0 128(SI)(BX*1)
+	PREFETCHT0 192(SI)(BX*1)
 	VMOVDQU32 0(SI), Z23
 	VMOVDQU32 kqmmIdxQ6L0<>(SB), Z3
 	VPERMI2D 64(SI), Z23, Z3
@@ -3224,6 +3673,15 @@ kqmmQ6KR1C3_loop:
 	DECQ CX
 	JNZ kqmmQ6KR1C3_loop
 
+	MOVQ flags+72(FP), BX
+	TESTQ $2, BX
+	JZ kqmmQ6KR1C3_reduce
+	MOVQ acc+64(FP), BX
+	VMOVUPS Z0, 0(BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	JMP kqmmQ6KR1C3_next
+kqmmQ6KR1C3_reduce:
 	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
@@ -3256,6 +3714,8 @@ kqmmQ6KR1C3_loop:
 	VMOVSHDUP X2, X26
 	VADDSS X26, X2, X2
 	VMOVSS X2, 0(BX)
+kqmmQ6KR1C3_next:
+	ADDQ $192, acc+64(FP)
 	ADDQ R8, DX
 	ADDQ $4, AX
 	DECQ tiles+56(FP)
@@ -3263,8 +3723,8 @@ kqmmQ6KR1C3_loop:
 	VZEROUPPER
 	RET
 
-// func kqmmQ6KR1C4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
-TEXT ·kqmmQ6KR1C4(SB), NOSPLIT, $0-64
+// func kqmmQ6KR1C4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
+TEXT ·kqmmQ6KR1C4(SB), NOSPLIT, $0-88
 	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
 	MOVQ ldx+24(FP), R10
@@ -3280,16 +3740,28 @@ kqmmQ6KR1C4_tile:
 	MOVQ DX, SI
 	MOVQ x+16(FP), DI
 	MOVQ nb+48(FP), CX
+	MOVQ flags+72(FP), BX
+	TESTQ $1, BX
+	JNZ kqmmQ6KR1C4_resume
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
 	VPXORD Z3, Z3, Z3
+	JMP kqmmQ6KR1C4_start
+kqmmQ6KR1C4_resume:
+	MOVQ acc+64(FP), BX
+	VMOVUPS 0(BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	VMOVUPS 192(BX), Z3
+kqmmQ6KR1C4_start:
+	MOVQ pf+80(FP), BX
 
 kqmmQ6KR1C4_loop:
-	PREFETCHT0 3072(SI)
-	PREFETCHT0 3136(SI)
-	PREFETCHT0 3200(SI)
-	PREFETCHT0 3264(SI)
+	PREFETCHT0 0(SI)(BX*1)
+	PREFETCHT0 64(SI)(BX*1)
+	PREFETCHT0 128(SI)(BX*1)
+	PREFETCHT0 192(SI)(BX*1)
 	VMOVDQU32 0(SI), Z23
 	VMOVDQU32 kqmmIdxQ6L0<>(SB), Z4
 	VPERMI2D 64(SI), Z23, Z4
@@ -3365,6 +3837,16 @@ kqmmQ6KR1C4_loop:
 	DECQ CX
 	JNZ kqmmQ6KR1C4_loop
 
+	MOVQ flags+72(FP), BX
+	TESTQ $2, BX
+	JZ kqmmQ6KR1C4_reduce
+	MOVQ acc+64(FP), BX
+	VMOVUPS Z0, 0(BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, 192(BX)
+	JMP kqmmQ6KR1C4_next
+kqmmQ6KR1C4_reduce:
 	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
@@ -3407,6 +3889,8 @@ kqmmQ6KR1C4_loop:
 	VMOVSHDUP X3, X26
 	VADDSS X26, X3, X3
 	VMOVSS X3, 0(BX)
+kqmmQ6KR1C4_next:
+	ADDQ $256, acc+64(FP)
 	ADDQ R8, DX
 	ADDQ $4, AX
 	DECQ tiles+56(FP)
@@ -3414,8 +3898,8 @@ kqmmQ6KR1C4_loop:
 	VZEROUPPER
 	RET
 
-// func kqmmQ6KR1C5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
-TEXT ·kqmmQ6KR1C5(SB), NOSPLIT, $0-64
+// func kqmmQ6KR1C5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
+TEXT ·kqmmQ6KR1C5(SB), NOSPLIT, $0-88
 	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
 	MOVQ ldx+24(FP), R10
@@ -3432,17 +3916,30 @@ kqmmQ6KR1C5_tile:
 	MOVQ x+16(FP), DI
 	MOVQ nb+48(FP), CX
 	LEAQ (DI)(R10*4), R13
+	MOVQ flags+72(FP), BX
+	TESTQ $1, BX
+	JNZ kqmmQ6KR1C5_resume
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
 	VPXORD Z3, Z3, Z3
 	VPXORD Z4, Z4, Z4
+	JMP kqmmQ6KR1C5_start
+kqmmQ6KR1C5_resume:
+	MOVQ acc+64(FP), BX
+	VMOVUPS 0(BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	VMOVUPS 192(BX), Z3
+	VMOVUPS 256(BX), Z4
+kqmmQ6KR1C5_start:
+	MOVQ pf+80(FP), BX
 
 kqmmQ6KR1C5_loop:
-	PREFETCHT0 3072(SI)
-	PREFETCHT0 3136(SI)
-	PREFETCHT0 3200(SI)
-	PREFETCHT0 3264(SI)
+	PREFETCHT0 0(SI)(BX*1)
+	PREFETCHT0 64(SI)(BX*1)
+	PREFETCHT0 128(SI)(BX*1)
+	PREFETCHT0 192(SI)(BX*1)
 	VMOVDQU32 0(SI), Z23
 	VMOVDQU32 kqmmIdxQ6L0<>(SB), Z5
 	VPERMI2D 64(SI), Z23, Z5
@@ -3527,6 +4024,17 @@ kqmmQ6KR1C5_loop:
 	DECQ CX
 	JNZ kqmmQ6KR1C5_loop
 
+	MOVQ flags+72(FP), BX
+	TESTQ $2, BX
+	JZ kqmmQ6KR1C5_reduce
+	MOVQ acc+64(FP), BX
+	VMOVUPS Z0, 0(BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, 192(BX)
+	VMOVUPS Z4, 256(BX)
+	JMP kqmmQ6KR1C5_next
+kqmmQ6KR1C5_reduce:
 	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
@@ -3579,6 +4087,8 @@ kqmmQ6KR1C5_loop:
 	VMOVSHDUP X4, X26
 	VADDSS X26, X4, X4
 	VMOVSS X4, 0(BX)
+kqmmQ6KR1C5_next:
+	ADDQ $320, acc+64(FP)
 	ADDQ R8, DX
 	ADDQ $4, AX
 	DECQ tiles+56(FP)
@@ -3586,8 +4096,8 @@ kqmmQ6KR1C5_loop:
 	VZEROUPPER
 	RET
 
-// func kqmmQ6KR1C6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
-TEXT ·kqmmQ6KR1C6(SB), NOSPLIT, $0-64
+// func kqmmQ6KR1C6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
+TEXT ·kqmmQ6KR1C6(SB), NOSPLIT, $0-88
 	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
 	MOVQ ldx+24(FP), R10
@@ -3604,18 +4114,32 @@ kqmmQ6KR1C6_tile:
 	MOVQ x+16(FP), DI
 	MOVQ nb+48(FP), CX
 	LEAQ (DI)(R10*4), R13
+	MOVQ flags+72(FP), BX
+	TESTQ $1, BX
+	JNZ kqmmQ6KR1C6_resume
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
 	VPXORD Z3, Z3, Z3
 	VPXORD Z4, Z4, Z4
 	VPXORD Z5, Z5, Z5
+	JMP kqmmQ6KR1C6_start
+kqmmQ6KR1C6_resume:
+	MOVQ acc+64(FP), BX
+	VMOVUPS 0(BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	VMOVUPS 192(BX), Z3
+	VMOVUPS 256(BX), Z4
+	VMOVUPS 320(BX), Z5
+kqmmQ6KR1C6_start:
+	MOVQ pf+80(FP), BX
 
 kqmmQ6KR1C6_loop:
-	PREFETCHT0 3072(SI)
-	PREFETCHT0 3136(SI)
-	PREFETCHT0 3200(SI)
-	PREFETCHT0 3264(SI)
+	PREFETCHT0 0(SI)(BX*1)
+	PREFETCHT0 64(SI)(BX*1)
+	PREFETCHT0 128(SI)(BX*1)
+	PREFETCHT0 192(SI)(BX*1)
 	VMOVDQU32 0(SI), Z23
 	VMOVDQU32 kqmmIdxQ6L0<>(SB), Z6
 	VPERMI2D 64(SI), Z23, Z6
@@ -3708,6 +4232,18 @@ kqmmQ6KR1C6_loop:
 	DECQ CX
 	JNZ kqmmQ6KR1C6_loop
 
+	MOVQ flags+72(FP), BX
+	TESTQ $2, BX
+	JZ kqmmQ6KR1C6_reduce
+	MOVQ acc+64(FP), BX
+	VMOVUPS Z0, 0(BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, 192(BX)
+	VMOVUPS Z4, 256(BX)
+	VMOVUPS Z5, 320(BX)
+	JMP kqmmQ6KR1C6_next
+kqmmQ6KR1C6_reduce:
 	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
@@ -3770,6 +4306,8 @@ kqmmQ6KR1C6_loop:
 	VMOVSHDUP X5, X26
 	VADDSS X26, X5, X5
 	VMOVSS X5, 0(BX)
+kqmmQ6KR1C6_next:
+	ADDQ $384, acc+64(FP)
 	ADDQ R8, DX
 	ADDQ $4, AX
 	DECQ tiles+56(FP)
@@ -3777,8 +4315,8 @@ kqmmQ6KR1C6_loop:
 	VZEROUPPER
 	RET
 
-// func kqmmQ6KR1C7(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
-TEXT ·kqmmQ6KR1C7(SB), NOSPLIT, $0-64
+// func kqmmQ6KR1C7(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
+TEXT ·kqmmQ6KR1C7(SB), NOSPLIT, $0-88
 	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
 	MOVQ ldx+24(FP), R10
@@ -3795,6 +4333,9 @@ kqmmQ6KR1C7_tile:
 	MOVQ x+16(FP), DI
 	MOVQ nb+48(FP), CX
 	LEAQ (DI)(R10*4), R13
+	MOVQ flags+72(FP), BX
+	TESTQ $1, BX
+	JNZ kqmmQ6KR1C7_resume
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -3802,12 +4343,24 @@ kqmmQ6KR1C7_tile:
 	VPXORD Z4, Z4, Z4
 	VPXORD Z5, Z5, Z5
 	VPXORD Z6, Z6, Z6
+	JMP kqmmQ6KR1C7_start
+kqmmQ6KR1C7_resume:
+	MOVQ acc+64(FP), BX
+	VMOVUPS 0(BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	VMOVUPS 192(BX), Z3
+	VMOVUPS 256(BX), Z4
+	VMOVUPS 320(BX), Z5
+	VMOVUPS 384(BX), Z6
+kqmmQ6KR1C7_start:
+	MOVQ pf+80(FP), BX
 
 kqmmQ6KR1C7_loop:
-	PREFETCHT0 3072(SI)
-	PREFETCHT0 3136(SI)
-	PREFETCHT0 3200(SI)
-	PREFETCHT0 3264(SI)
+	PREFETCHT0 0(SI)(BX*1)
+	PREFETCHT0 64(SI)(BX*1)
+	PREFETCHT0 128(SI)(BX*1)
+	PREFETCHT0 192(SI)(BX*1)
 	VMOVDQU32 0(SI), Z23
 	VMOVDQU32 kqmmIdxQ6L0<>(SB), Z7
 	VPERMI2D 64(SI), Z23, Z7
@@ -3908,6 +4461,19 @@ kqmmQ6KR1C7_loop:
 	DECQ CX
 	JNZ kqmmQ6KR1C7_loop
 
+	MOVQ flags+72(FP), BX
+	TESTQ $2, BX
+	JZ kqmmQ6KR1C7_reduce
+	MOVQ acc+64(FP), BX
+	VMOVUPS Z0, 0(BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, 192(BX)
+	VMOVUPS Z4, 256(BX)
+	VMOVUPS Z5, 320(BX)
+	VMOVUPS Z6, 384(BX)
+	JMP kqmmQ6KR1C7_next
+kqmmQ6KR1C7_reduce:
 	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
@@ -3980,6 +4546,8 @@ kqmmQ6KR1C7_loop:
 	VMOVSHDUP X6, X26
 	VADDSS X26, X6, X6
 	VMOVSS X6, 0(BX)
+kqmmQ6KR1C7_next:
+	ADDQ $448, acc+64(FP)
 	ADDQ R8, DX
 	ADDQ $4, AX
 	DECQ tiles+56(FP)
@@ -3987,8 +4555,8 @@ kqmmQ6KR1C7_loop:
 	VZEROUPPER
 	RET
 
-// func kqmmQ6KR1C8(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
-TEXT ·kqmmQ6KR1C8(SB), NOSPLIT, $0-64
+// func kqmmQ6KR1C8(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
+TEXT ·kqmmQ6KR1C8(SB), NOSPLIT, $0-88
 	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
 	MOVQ ldx+24(FP), R10
@@ -4005,6 +4573,9 @@ kqmmQ6KR1C8_tile:
 	MOVQ x+16(FP), DI
 	MOVQ nb+48(FP), CX
 	LEAQ (DI)(R10*4), R13
+	MOVQ flags+72(FP), BX
+	TESTQ $1, BX
+	JNZ kqmmQ6KR1C8_resume
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -4013,12 +4584,25 @@ kqmmQ6KR1C8_tile:
 	VPXORD Z5, Z5, Z5
 	VPXORD Z6, Z6, Z6
 	VPXORD Z7, Z7, Z7
+	JMP kqmmQ6KR1C8_start
+kqmmQ6KR1C8_resume:
+	MOVQ acc+64(FP), BX
+	VMOVUPS 0(BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	VMOVUPS 192(BX), Z3
+	VMOVUPS 256(BX), Z4
+	VMOVUPS 320(BX), Z5
+	VMOVUPS 384(BX), Z6
+	VMOVUPS 448(BX), Z7
+kqmmQ6KR1C8_start:
+	MOVQ pf+80(FP), BX
 
 kqmmQ6KR1C8_loop:
-	PREFETCHT0 3072(SI)
-	PREFETCHT0 3136(SI)
-	PREFETCHT0 3200(SI)
-	PREFETCHT0 3264(SI)
+	PREFETCHT0 0(SI)(BX*1)
+	PREFETCHT0 64(SI)(BX*1)
+	PREFETCHT0 128(SI)(BX*1)
+	PREFETCHT0 192(SI)(BX*1)
 	VMOVDQU32 0(SI), Z23
 	VMOVDQU32 kqmmIdxQ6L0<>(SB), Z8
 	VPERMI2D 64(SI), Z23, Z8
@@ -4127,6 +4711,20 @@ kqmmQ6KR1C8_loop:
 	DECQ CX
 	JNZ kqmmQ6KR1C8_loop
 
+	MOVQ flags+72(FP), BX
+	TESTQ $2, BX
+	JZ kqmmQ6KR1C8_reduce
+	MOVQ acc+64(FP), BX
+	VMOVUPS Z0, 0(BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, 192(BX)
+	VMOVUPS Z4, 256(BX)
+	VMOVUPS Z5, 320(BX)
+	VMOVUPS Z6, 384(BX)
+	VMOVUPS Z7, 448(BX)
+	JMP kqmmQ6KR1C8_next
+kqmmQ6KR1C8_reduce:
 	MOVQ AX, BX
 	MOVQ ldd+40(FP), R12
 	SHLQ $2, R12
@@ -4209,6 +4807,8 @@ kqmmQ6KR1C8_loop:
 	VMOVSHDUP X7, X26
 	VADDSS X26, X7, X7
 	VMOVSS X7, 0(BX)
+kqmmQ6KR1C8_next:
+	ADDQ $512, acc+64(FP)
 	ADDQ R8, DX
 	ADDQ $4, AX
 	DECQ tiles+56(FP)

@@ -98,23 +98,43 @@ func main() {
 		for r := 1; r <= f.rmax; r++ {
 			for c := 1; c <= f.cmax; c++ {
 				p("//go:noescape")
-				p("func %s(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)", fname(f, r, c))
+				p("func %s(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)", fname(f, r, c))
 				p("")
 			}
 		}
 	}
-	for _, f := range formats {
-		p("var kqmm%sTab = [][]kqTilesFunc{", f.name)
-		for r := 1; r <= f.rmax; r++ {
-			var fs []string
-			for c := 1; c <= f.cmax; c++ {
-				fs = append(fs, fname(f, r, c))
-			}
-			p("\t{%s},", strings.Join(fs, ", "))
-		}
-		p("}")
-		p("")
+	p("// The generated tile formats, as kqmmCall takes them.")
+	p("const (")
+	for i, f := range formats {
+		p("\tkqmm%s = %d", f.name, i)
 	}
+	p(")")
+	p("")
+	p("// kqmmShape is each format's largest tile: rows, columns.")
+	p("var kqmmShape = [...][2]int{")
+	for _, f := range formats {
+		p("\t{%d, %d},", f.rmax, f.cmax)
+	}
+	p("}")
+	p("")
+	p("// kqmmCall calls format f's tile of rows by cols (see kqTiles). The calls")
+	p("// are direct so that escape analysis sees the assembly's go:noescape: a")
+	p("// call through a func value would move the caller's accumulators to the")
+	p("// heap.")
+	p("func kqmmCall(f, rows, cols int, w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int) {")
+	p("\tswitch [3]int{f, rows, cols} {")
+	for i, f := range formats {
+		for r := 1; r <= f.rmax; r++ {
+			for c := 1; c <= f.cmax; c++ {
+				p("\tcase [3]int{%d, %d, %d}:", i, r, c)
+				p("\t\t%s(w, ldw, x, ldx, dst, ldd, nb, tiles, acc, flags, pf)", fname(f, r, c))
+			}
+		}
+	}
+	p("\tdefault:")
+	p("\t\tpanic(\"kernels: no K-quant tile of this shape\")")
+	p("\t}")
+	p("}")
 	src, err := gofmt.Source(b.Bytes())
 	if err != nil {
 		panic(err)
@@ -229,8 +249,8 @@ func gen(p func(string, ...any), f format, R, C int) {
 		panic(fmt.Sprintf("%s: %dx%d tile needs too many registers", f.name, R, C))
 	}
 	name := fname(f, R, C)
-	p("// func %s(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)", name)
-	p("TEXT ·%s(SB), NOSPLIT, $0-64", name)
+	p("// func %s(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)", name)
+	p("TEXT ·%s(SB), NOSPLIT, $0-88", name)
 	p("\tMOVQ w+0(FP), DX") // the current tile's first row
 	p("\tMOVQ ldw+8(FP), R8")
 	p("\tMOVQ ldx+24(FP), R10")
@@ -257,17 +277,36 @@ func gen(p func(string, ...any), f format, R, C int) {
 	for i := 1; i < (C+3)/4; i++ {
 		p("\tLEAQ (%s)(R10*4), %s", colBase[i-1], colBase[i])
 	}
+	// flags bit 0: the accumulators continue from acc (a later part of
+	// the blocks); else they start at zero.
+	p("\tMOVQ flags+72(FP), BX")
+	p("\tTESTQ $1, BX")
+	p("\tJNZ %s_resume", name)
 	for i := 0; i < R*C; i++ {
 		p("\tVPXORD Z%d, Z%d, Z%d", i, i, i)
 	}
+	p("\tJMP %s_start", name)
+	p("%s_resume:", name)
+	p("\tMOVQ acc+64(FP), BX")
+	for i := 0; i < R*C; i++ {
+		p("\tVMOVUPS %d(BX), Z%d", 64*i, i)
+	}
+	p("%s_start:", name)
+	p("\tMOVQ pf+80(FP), BX")
 	p("")
 	p("%s_loop:", name)
 	for r := 0; r < R; r++ {
 		ra := rowAddr[r]
-		// Software prefetch a few blocks ahead: the first column group
-		// streams these rows from memory (decode batches).
+		// Software prefetch: the first column group streams these rows
+		// from memory (decode batches).
+		// pf bytes ahead (BX): a few blocks on, or the next row.
+		pa := "(SI)(BX*1)"
+		if r > 0 {
+			p("\tLEAQ %s, R12", ra)
+			pa = "(R12)(BX*1)"
+		}
 		for l := 0; l < (f.size+63)/64; l++ {
-			p("\tPREFETCHT0 %d%s", 3072+64*l, ra)
+			p("\tPREFETCHT0 %d%s", 64*l, pa)
 		}
 		unpackRow(p, f, g, r, ra)
 	}
@@ -306,6 +345,17 @@ func gen(p func(string, ...any), f format, R, C int) {
 	p("\tDECQ CX")
 	p("\tJNZ %s_loop", name)
 	p("")
+	// flags bit 1: more blocks follow, so the accumulators go to acc
+	// as they are (the float sums then run in the order of one call).
+	p("\tMOVQ flags+72(FP), BX")
+	p("\tTESTQ $2, BX")
+	p("\tJZ %s_reduce", name)
+	p("\tMOVQ acc+64(FP), BX")
+	for i := 0; i < R*C; i++ {
+		p("\tVMOVUPS Z%d, %d(BX)", i, 64*i)
+	}
+	p("\tJMP %s_next", name)
+	p("%s_reduce:", name)
 	// Reduce each accumulator to a scalar (EVEX forms throughout: the
 	// accumulators may be above Z15).
 	p("\tMOVQ AX, BX")
@@ -328,6 +378,8 @@ func gen(p func(string, ...any), f format, R, C int) {
 			p("\tADDQ R12, BX")
 		}
 	}
+	p("%s_next:", name)
+	p("\tADDQ $%d, acc+64(FP)", 64*R*C)
 	for r := 0; r < R; r++ {
 		p("\tADDQ R8, DX")
 	}

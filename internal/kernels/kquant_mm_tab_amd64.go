@@ -5,85 +5,146 @@
 package kernels
 
 //go:noescape
-func kqmmQ4KR1C1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+func kqmmQ4KR1C1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
 
 //go:noescape
-func kqmmQ4KR1C2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+func kqmmQ4KR1C2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
 
 //go:noescape
-func kqmmQ4KR1C3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+func kqmmQ4KR1C3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
 
 //go:noescape
-func kqmmQ4KR1C4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+func kqmmQ4KR1C4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
 
 //go:noescape
-func kqmmQ4KR1C5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+func kqmmQ4KR1C5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
 
 //go:noescape
-func kqmmQ4KR1C6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+func kqmmQ4KR1C6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
 
 //go:noescape
-func kqmmQ4KR1C7(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+func kqmmQ4KR1C7(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
 
 //go:noescape
-func kqmmQ4KR1C8(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+func kqmmQ4KR1C8(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
 
 //go:noescape
-func kqmmQ5KR1C1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+func kqmmQ5KR1C1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
 
 //go:noescape
-func kqmmQ5KR1C2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+func kqmmQ5KR1C2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
 
 //go:noescape
-func kqmmQ5KR1C3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+func kqmmQ5KR1C3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
 
 //go:noescape
-func kqmmQ5KR1C4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+func kqmmQ5KR1C4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
 
 //go:noescape
-func kqmmQ5KR1C5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+func kqmmQ5KR1C5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
 
 //go:noescape
-func kqmmQ5KR1C6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+func kqmmQ5KR1C6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
 
 //go:noescape
-func kqmmQ5KR1C7(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+func kqmmQ5KR1C7(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
 
 //go:noescape
-func kqmmQ5KR1C8(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+func kqmmQ5KR1C8(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
 
 //go:noescape
-func kqmmQ6KR1C1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+func kqmmQ6KR1C1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
 
 //go:noescape
-func kqmmQ6KR1C2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+func kqmmQ6KR1C2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
 
 //go:noescape
-func kqmmQ6KR1C3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+func kqmmQ6KR1C3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
 
 //go:noescape
-func kqmmQ6KR1C4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+func kqmmQ6KR1C4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
 
 //go:noescape
-func kqmmQ6KR1C5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+func kqmmQ6KR1C5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
 
 //go:noescape
-func kqmmQ6KR1C6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+func kqmmQ6KR1C6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
 
 //go:noescape
-func kqmmQ6KR1C7(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+func kqmmQ6KR1C7(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
 
 //go:noescape
-func kqmmQ6KR1C8(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int)
+func kqmmQ6KR1C8(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)
 
-var kqmmQ4KTab = [][]kqTilesFunc{
-	{kqmmQ4KR1C1, kqmmQ4KR1C2, kqmmQ4KR1C3, kqmmQ4KR1C4, kqmmQ4KR1C5, kqmmQ4KR1C6, kqmmQ4KR1C7, kqmmQ4KR1C8},
+// The generated tile formats, as kqmmCall takes them.
+const (
+	kqmmQ4K = 0
+	kqmmQ5K = 1
+	kqmmQ6K = 2
+)
+
+// kqmmShape is each format's largest tile: rows, columns.
+var kqmmShape = [...][2]int{
+	{1, 8},
+	{1, 8},
+	{1, 8},
 }
 
-var kqmmQ5KTab = [][]kqTilesFunc{
-	{kqmmQ5KR1C1, kqmmQ5KR1C2, kqmmQ5KR1C3, kqmmQ5KR1C4, kqmmQ5KR1C5, kqmmQ5KR1C6, kqmmQ5KR1C7, kqmmQ5KR1C8},
-}
-
-var kqmmQ6KTab = [][]kqTilesFunc{
-	{kqmmQ6KR1C1, kqmmQ6KR1C2, kqmmQ6KR1C3, kqmmQ6KR1C4, kqmmQ6KR1C5, kqmmQ6KR1C6, kqmmQ6KR1C7, kqmmQ6KR1C8},
+// kqmmCall calls format f's tile of rows by cols (see kqTiles). The calls
+// are direct so that escape analysis sees the assembly's go:noescape: a
+// call through a func value would move the caller's accumulators to the
+// heap.
+func kqmmCall(f, rows, cols int, w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int) {
+	switch [3]int{f, rows, cols} {
+	case [3]int{0, 1, 1}:
+		kqmmQ4KR1C1(w, ldw, x, ldx, dst, ldd, nb, tiles, acc, flags, pf)
+	case [3]int{0, 1, 2}:
+		kqmmQ4KR1C2(w, ldw, x, ldx, dst, ldd, nb, tiles, acc, flags, pf)
+	case [3]int{0, 1, 3}:
+		kqmmQ4KR1C3(w, ldw, x, ldx, dst, ldd, nb, tiles, acc, flags, pf)
+	case [3]int{0, 1, 4}:
+		kqmmQ4KR1C4(w, ldw, x, ldx, dst, ldd, nb, tiles, acc, flags, pf)
+	case [3]int{0, 1, 5}:
+		kqmmQ4KR1C5(w, ldw, x, ldx, dst, ldd, nb, tiles, acc, flags, pf)
+	case [3]int{0, 1, 6}:
+		kqmmQ4KR1C6(w, ldw, x, ldx, dst, ldd, nb, tiles, acc, flags, pf)
+	case [3]int{0, 1, 7}:
+		kqmmQ4KR1C7(w, ldw, x, ldx, dst, ldd, nb, tiles, acc, flags, pf)
+	case [3]int{0, 1, 8}:
+		kqmmQ4KR1C8(w, ldw, x, ldx, dst, ldd, nb, tiles, acc, flags, pf)
+	case [3]int{1, 1, 1}:
+		kqmmQ5KR1C1(w, ldw, x, ldx, dst, ldd, nb, tiles, acc, flags, pf)
+	case [3]int{1, 1, 2}:
+		kqmmQ5KR1C2(w, ldw, x, ldx, dst, ldd, nb, tiles, acc, flags, pf)
+	case [3]int{1, 1, 3}:
+		kqmmQ5KR1C3(w, ldw, x, ldx, dst, ldd, nb, tiles, acc, flags, pf)
+	case [3]int{1, 1, 4}:
+		kqmmQ5KR1C4(w, ldw, x, ldx, dst, ldd, nb, tiles, acc, flags, pf)
+	case [3]int{1, 1, 5}:
+		kqmmQ5KR1C5(w, ldw, x, ldx, dst, ldd, nb, tiles, acc, flags, pf)
+	case [3]int{1, 1, 6}:
+		kqmmQ5KR1C6(w, ldw, x, ldx, dst, ldd, nb, tiles, acc, flags, pf)
+	case [3]int{1, 1, 7}:
+		kqmmQ5KR1C7(w, ldw, x, ldx, dst, ldd, nb, tiles, acc, flags, pf)
+	case [3]int{1, 1, 8}:
+		kqmmQ5KR1C8(w, ldw, x, ldx, dst, ldd, nb, tiles, acc, flags, pf)
+	case [3]int{2, 1, 1}:
+		kqmmQ6KR1C1(w, ldw, x, ldx, dst, ldd, nb, tiles, acc, flags, pf)
+	case [3]int{2, 1, 2}:
+		kqmmQ6KR1C2(w, ldw, x, ldx, dst, ldd, nb, tiles, acc, flags, pf)
+	case [3]int{2, 1, 3}:
+		kqmmQ6KR1C3(w, ldw, x, ldx, dst, ldd, nb, tiles, acc, flags, pf)
+	case [3]int{2, 1, 4}:
+		kqmmQ6KR1C4(w, ldw, x, ldx, dst, ldd, nb, tiles, acc, flags, pf)
+	case [3]int{2, 1, 5}:
+		kqmmQ6KR1C5(w, ldw, x, ldx, dst, ldd, nb, tiles, acc, flags, pf)
+	case [3]int{2, 1, 6}:
+		kqmmQ6KR1C6(w, ldw, x, ldx, dst, ldd, nb, tiles, acc, flags, pf)
+	case [3]int{2, 1, 7}:
+		kqmmQ6KR1C7(w, ldw, x, ldx, dst, ldd, nb, tiles, acc, flags, pf)
+	case [3]int{2, 1, 8}:
+		kqmmQ6KR1C8(w, ldw, x, ldx, dst, ldd, nb, tiles, acc, flags, pf)
+	default:
+		panic("kernels: no K-quant tile of this shape")
+	}
 }
