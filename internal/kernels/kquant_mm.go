@@ -24,19 +24,15 @@ import (
 //	            holds values of the 16-value group g, so a VPDPBUSD/SDOT
 //	            lane accumulates one group's exact integer dot, and each
 //	            group's scale applies per lane after all four.
-//	[256, 320)  16 four-byte extras per group g, by format: d*bsum_g as
-//	            float32 for the formats with mins (Q4_K, Q5_K: the min term
-//	            is then one float multiply-add per lane), kqTileMagic -
-//	            32*bsum_g as int32 for Q6_K (the start of each lane's
-//	            integer sum: it takes out Q6_K's offset of 32, and the
-//	            magic lets the sum be read as the float kqTileMagic + sum).
+//	[256, 320)  d*bsum_g as float32 for each group g: the min term of Q4_K
+//	            and Q5_K and the offset of 32 of Q6_K are then one float
+//	            multiply-add per lane.
 //	[320, 324)  d, float32.
 //
 // The Q8_K values are exactly the row dot's (the same quantizer), so
 // tiles and row dots differ only in the order of float operations.
 const (
-	kqTileMagic = 0x4b400000 // float32 bits of 1.5*2^23: x+sum for |sum| < 2^22
-	kqTileSize  = 384        // a multiple of 64: blocks stay cache-line aligned
+	kqTileSize  = 384 // a multiple of 64: blocks stay cache-line aligned
 	kqTileExtra = 256
 	kqTileD     = 320
 )
@@ -46,26 +42,23 @@ const (
 // columns, ldd the float stride of dst columns.
 type kqTileFunc func(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
 
-// kqTileAct returns the wideAct converter for a tile layout: mins selects
-// the float d*bsum extras (Q4_K, Q5_K), else the -32*bsum ints (Q6_K).
-func kqTileAct(mins bool) func(dst []byte, src []float32) {
-	return func(dst []byte, src []float32) {
-		nb := len(src) / 256
-		if len(src)%256 != 0 || len(dst) < 4*len(src) {
-			panic(fmt.Sprintf("kernels: K-quant tile activations: %d values into %d bytes", len(src), len(dst)))
-		}
-		// Quantize into the upper part of dst (2*len(src) on: the layout
-		// needs 1.5 bytes per value, Q8_K 1.14), then lay it out below.
-		q := dst[2*len(src) : 2*len(src)+nb*kqQ8KSize]
-		actQuantizers[quant.Q8_K](q, src)
-		for b := 0; b < nb; b++ {
-			kqTileBlock(dst[b*kqTileSize:(b+1)*kqTileSize], q[b*kqQ8KSize:(b+1)*kqQ8KSize], mins)
-		}
+// kqTileAct is the wideAct converter of the tile layout.
+func kqTileAct(dst []byte, src []float32) {
+	nb := len(src) / 256
+	if len(src)%256 != 0 || len(dst) < 4*len(src) {
+		panic(fmt.Sprintf("kernels: K-quant tile activations: %d values into %d bytes", len(src), len(dst)))
+	}
+	// Quantize into the upper part of dst (2*len(src) on: the layout
+	// needs 1.5 bytes per value, Q8_K 1.14), then lay it out below.
+	q := dst[2*len(src) : 2*len(src)+nb*kqQ8KSize]
+	actQuantizers[quant.Q8_K](q, src)
+	for b := 0; b < nb; b++ {
+		kqTileBlock(dst[b*kqTileSize:(b+1)*kqTileSize], q[b*kqQ8KSize:(b+1)*kqQ8KSize])
 	}
 }
 
 // kqTileBlock lays out one Q8_K block y in the tile layout.
-func kqTileBlock(t, y []byte, mins bool) {
+func kqTileBlock(t, y []byte) {
 	_ = t[kqTileSize-1]
 	_ = y[kqQ8KSize-1]
 	qs := y[kqQ8KQS : kqQ8KQS+256]
@@ -79,13 +72,7 @@ func kqTileBlock(t, y []byte, mins bool) {
 	d := kqF32(y)
 	for g := 0; g < 16; g++ {
 		bs := kqI16(y[kqQ8KBsums+2*g:])
-		var v uint32
-		if mins {
-			v = math.Float32bits(d * float32(bs))
-		} else {
-			v = uint32(kqTileMagic - 32*bs)
-		}
-		binary.LittleEndian.PutUint32(t[kqTileExtra+4*g:], v)
+		binary.LittleEndian.PutUint32(t[kqTileExtra+4*g:], math.Float32bits(d*float32(bs)))
 	}
 	binary.LittleEndian.PutUint32(t[kqTileD:], math.Float32bits(d))
 }

@@ -35,9 +35,9 @@ func mmQ6KTile(n int, w []byte, ldw int, x []byte, ldx int, dst []float32, ldd i
 func init() {
 	// MatMul hands the tiles whole chunks of kqChunkRows rows (they loop
 	// over the rows in assembly) and every column up to the table's width.
-	attachKQTile(quant.Q4_K, "avx512vnni", mmQ4KTile, kqTileAct(true), "kq-mins", kqChunkRows, kqmmShape[kqmmQ4K][1])
-	attachKQTile(quant.Q5_K, "avx512vnni", mmQ5KTile, kqTileAct(true), "kq-mins", kqChunkRows, kqmmShape[kqmmQ5K][1])
-	attachKQTile(quant.Q6_K, "avx512vnni", mmQ6KTile, kqTileAct(false), "kq-q6", kqChunkRows, kqmmShape[kqmmQ6K][1])
+	attachKQTile(quant.Q4_K, "avx512vnni", mmQ4KTile, kqTileAct, "kq-tile", kqChunkRows, kqmmShape[kqmmQ4K][1])
+	attachKQTile(quant.Q5_K, "avx512vnni", mmQ5KTile, kqTileAct, "kq-tile", kqChunkRows, kqmmShape[kqmmQ5K][1])
+	attachKQTile(quant.Q6_K, "avx512vnni", mmQ6KTile, kqTileAct, "kq-tile", kqChunkRows, kqmmShape[kqmmQ6K][1])
 }
 
 // kqChunkRows is the rows per MatMul chunk for the tiles: as many as

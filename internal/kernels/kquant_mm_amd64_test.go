@@ -24,13 +24,12 @@ func TestKQuantTileSpans(t *testing.T) {
 		t.Skip("this CPU has no AVX-512 VNNI: no K-quant tiles to test")
 	}
 	tabs := []struct {
-		typ  quant.Type
-		f    int
-		mins bool
+		typ quant.Type
+		f   int
 	}{
-		{quant.Q4_K, kqmmQ4K, true},
-		{quant.Q5_K, kqmmQ5K, true},
-		{quant.Q6_K, kqmmQ6K, false},
+		{quant.Q4_K, kqmmQ4K},
+		{quant.Q5_K, kqmmQ5K},
+		{quant.Q6_K, kqmmQ6K},
 	}
 	for _, tc := range tabs {
 		for _, nb := range []int{kqSpanBlocks + 1, 2*kqSpanBlocks + 3, 4 * kqSpanBlocks} {
@@ -47,7 +46,7 @@ func TestKQuantTileSpans(t *testing.T) {
 						for i := range src {
 							src[i] = float32(r.NormFloat64())
 						}
-						kqTileAct(tc.mins)(x[c*ldx:(c+1)*ldx], src)
+						kqTileAct(x[c*ldx:(c+1)*ldx], src)
 					}
 					got := make([]float32, cols*ldd)
 					want := make([]float32, cols*ldd)

@@ -15,8 +15,8 @@
 // in float (one convert, one multiply by d(w)*scale*d(x), one FMA), instead
 // of a multiply-add pair per 64 values as in the row dot. Q4_K's min term
 // is a float FMA of dmin*m (per row, lanes g) with d(x)*bsum_g (per
-// column, precomputed by the layout); Q6_K's -32 offset is folded in by
-// starting each lane's integer sum at -32*bsum_g (also precomputed).
+// column, precomputed by the layout); Q6_K's -32 offset is the same FMA
+// with 32*d*scale_g in place of dmin*m.
 //
 // The weights of one row for one k: VPERMI2D gathers the dwords holding
 // values 16g+4k.. of every group g from the two 64-byte halves of the
@@ -210,6 +210,8 @@ func tables(p func(string, ...any)) {
 		magic[i] = 0x4b400000 // 1.5*2^23 as float32 bits
 	}
 	dw("kqmmMagic", magic)
+	p("DATA kqmmThirtyTwo<>+0(SB)/4, $0x42000000") // 32.0
+	p("GLOBL kqmmThirtyTwo<>(SB), RODATA|NOPTR, $4")
 	p("")
 }
 
@@ -217,8 +219,9 @@ var rowAddr = []string{"(SI)", "(SI)(R8*1)"}
 var colAddr = []string{"(DI)", "(DI)(R10*1)", "(DI)(R10*2)", "(DI)(R11*1)"}
 
 // regs is the register plan of one tile: RC float accumulators from Z0,
-// then 4R weight vectors, R scale and (Q4_K, Q5_K) R min vectors; Z23-Z25
-// unpacking temporaries, Z26-Z29 per-product temporaries, Z30-Z31 masks.
+// then 4R weight vectors, R scale and R min (Q6_K: 32*scale) vectors;
+// Z22 the magic, Z23-Z25 unpacking temporaries, Z26-Z29 per-product
+// temporaries, Z30-Z31 masks.
 type regs struct{ R, C int }
 
 func (g regs) acc(r, c int) int { return g.C*r + c }
@@ -241,10 +244,7 @@ func colAddrOf(c int) string {
 
 func gen(p func(string, ...any), f format, R, C int) {
 	g := regs{R, C}
-	last := g.s(R - 1)
-	if f.mins {
-		last = g.m(R - 1)
-	}
+	last := g.m(R - 1)
 	if last >= magicReg {
 		panic(fmt.Sprintf("%s: %dx%d tile needs too many registers", f.name, R, C))
 	}
@@ -317,24 +317,21 @@ func gen(p func(string, ...any), f format, R, C int) {
 			// wait on each other's registers.
 			acc := 26 + 2*((r+c)%2)
 			tmp := acc + 1
-			// Each lane starts at 1.5*2^23 (plus Q6_K's -32*bsum_g): the
-			// integer sum then sits in the low bits of a float's mantissa,
-			// and one subtraction converts it exactly (|sum| < 2^22), on
-			// a port VPDPBUSD does not use (VCVTDQ2PS competes with it).
-			if f.q6 {
-				p("\tVMOVDQU32 %d%s, Z%d", actExtra, ca, acc)
-			} else {
-				p("\tVMOVDQA32 Z%d, Z%d", magicReg, acc)
-			}
+			// Each lane starts at 1.5*2^23 (a register copy: measured
+			// faster than a load): the integer sum then sits in the low
+			// bits of a float's mantissa, and one subtraction converts it
+			// exactly (|sum| < 2^22), on a port VPDPBUSD does not use
+			// (VCVTDQ2PS competes with it).
+			p("\tVMOVDQA32 Z%d, Z%d", magicReg, acc)
 			for k := 0; k < 4; k++ {
 				p("\tVPDPBUSD %d%s, Z%d, Z%d", 64*k, ca, g.w(r, k), acc)
 			}
 			p("\tVSUBPS Z%d, Z%d, Z%d", magicReg, acc, acc)
 			p("\tVMULPS.BCST %d%s, Z%d, Z%d", actD, ca, g.s(r), tmp)
 			p("\tVFMADD231PS Z%d, Z%d, Z%d", tmp, acc, g.acc(r, c))
-			if f.mins {
-				p("\tVFNMADD231PS %d%s, Z%d, Z%d", actExtra, ca, g.m(r), g.acc(r, c))
-			}
+			// The min term (Q4_K, Q5_K) or Q6_K's offset of 32:
+			// d(x)*bsum_g times dmin*m_g or 32*d*scale_g.
+			p("\tVFNMADD231PS %d%s, Z%d, Z%d", actExtra, ca, g.m(r), g.acc(r, c))
 		}
 	}
 	p("\tADDQ $%d, SI", f.size)
@@ -430,6 +427,7 @@ func unpackRow(p func(string, ...any), f format, g regs, r int, ra string) {
 		p("\tVPBROADCASTW 208%s, Y%d", ra, t1)
 		p("\tVCVTPH2PS Y%d, Z%d", t1, t1)
 		p("\tVMULPS Z%d, Z%d, Z%d", t1, s, s)
+		p("\tVMULPS.BCST kqmmThirtyTwo<>(SB), Z%d, Z%d", s, g.m(r))
 		return
 	}
 	m := g.m(r)

@@ -38,7 +38,7 @@ func kqTileRun(impl *dotImpl, typ quant.Type, n int, w []byte, ldw int, xs [][]b
 	x := make([]byte, len(xs)*ldx)
 	for j, xc := range xs {
 		for b := 0; b < n/256; b++ {
-			kqTileBlock(x[j*ldx+b*kqTileSize:], xc[b*kqQ8KSize:(b+1)*kqQ8KSize], typ != quant.Q6_K)
+			kqTileBlock(x[j*ldx+b*kqTileSize:], xc[b*kqQ8KSize:(b+1)*kqQ8KSize])
 		}
 	}
 	impl.mmWide(n, w, ldw, x, ldx, dst, ldd, rows, len(xs))
@@ -127,27 +127,24 @@ func TestKQuantTileLayout(t *testing.T) {
 	if err := quant.Quantize(quant.Q8_K, src, q); err != nil {
 		t.Fatal(err)
 	}
-	for _, mins := range []bool{true, false} {
-		dst := make([]byte, 4*len(src))
-		kqTileAct(mins)(dst, src)
-		for b := 0; b < 2; b++ {
-			y, tb := q[b*kqQ8KSize:], dst[b*kqTileSize:]
-			for e := 0; e < 256; e++ {
-				g, k, i := e/16, (e%16)/4, e%4
-				if tb[64*k+4*g+i] != y[kqQ8KQS+e] {
-					t.Fatalf("mins=%v block %d value %d misplaced", mins, b, e)
-				}
+	dst := make([]byte, 4*len(src))
+	kqTileAct(dst, src)
+	for b := 0; b < 2; b++ {
+		y, tb := q[b*kqQ8KSize:], dst[b*kqTileSize:]
+		for e := 0; e < 256; e++ {
+			g, k, i := e/16, (e%16)/4, e%4
+			if tb[64*k+4*g+i] != y[kqQ8KQS+e] {
+				t.Fatalf("block %d value %d misplaced", b, e)
 			}
-			d := kqF32(y)
-			if kqF32(tb[kqTileD:]) != d {
-				t.Fatalf("mins=%v block %d: d", mins, b)
-			}
-			for g := 0; g < 16; g++ {
-				bs := kqI16(y[kqQ8KBsums+2*g:])
-				ex := tb[kqTileExtra+4*g:]
-				if mins && kqF32(ex) != d*float32(bs) || !mins && int32(uint32(ex[0])|uint32(ex[1])<<8|uint32(ex[2])<<16|uint32(ex[3])<<24) != kqTileMagic-32*bs {
-					t.Fatalf("mins=%v block %d: extra %d", mins, b, g)
-				}
+		}
+		d := kqF32(y)
+		if kqF32(tb[kqTileD:]) != d {
+			t.Fatalf("block %d: d", b)
+		}
+		for g := 0; g < 16; g++ {
+			bs := kqI16(y[kqQ8KBsums+2*g:])
+			if got := kqF32(tb[kqTileExtra+4*g:]); got != d*float32(bs) {
+				t.Fatalf("block %d: extra %d = %g, want d*bsum = %g", b, g, got, d*float32(bs))
 			}
 		}
 	}

@@ -43,8 +43,8 @@ type dotImpl struct {
 	// into those 4 bytes per value (see kquant_mm.go).
 	mmWide  func(n int, w []byte, ldw int, x []byte, ldx int, dst []float32, ldd int, rows, cols int)
 	wideAct func(dst []byte, src []float32)
-	// wideKind names wideAct's output format ("f16", "bf16", "kq-mins",
-	// "kq-q6"): impls with the same wideKind can share converted
+	// wideKind names wideAct's output format ("f16", "bf16", "kq-tile"):
+	// impls with the same wideKind can share converted
 	// activations (see MatMulShared).
 	wideKind string
 }
