@@ -46,6 +46,9 @@ type MeshConfig struct {
 	// ConnectTimeout bounds forming the mesh: peers may start later than
 	// this rank, so dials are retried until then (default 60 s).
 	ConnectTimeout time.Duration
+	// Spin is how long a data receive polls its socket before it parks
+	// (see tcpConn.spin): 0 means DefaultSpin, a negative value never.
+	Spin time.Duration
 	// Limits bounds frame payloads (wire.DefaultLimits when zero).
 	Limits wire.Limits
 	// Build overrides the build digest sent in the handshake (tests of the
@@ -104,6 +107,7 @@ type tcpConn struct {
 
 	post    chan postReq
 	done    chan error
+	fd      int  // the socket, for spin's peeks; -1 when unknown
 	pending bool // a posted send not yet flushed; owned by the poster
 }
 
@@ -173,6 +177,9 @@ func (c *MeshConfig) normalize() error {
 	}
 	if c.StripeMin <= 0 {
 		c.StripeMin = 1 << 20
+	}
+	if c.Spin == 0 {
+		c.Spin = DefaultSpin
 	}
 	if c.Timeout <= 0 {
 		c.Timeout = DefaultTimeout
@@ -355,7 +362,7 @@ func (t *TCP) form(ctx context.Context) error {
 			addr: ss[0].conn.RemoteAddr().String(), local: ss[0].conn.LocalAddr().String()}
 		for s, a := range ss {
 			p.conns = append(p.conns, &tcpConn{p: p, stripe: s, nc: a.conn, data: newQueue(),
-				post: make(chan postReq, 1), done: make(chan error, 1)})
+				post: make(chan postReq, 1), done: make(chan error, 1), fd: socketFD(a.conn)})
 		}
 		t.peers[j] = p
 	}
@@ -744,6 +751,7 @@ func (t *TCP) Recv(peer int, tag wire.Tag) ([]byte, error) {
 
 func (p *tcpPeer) recv(tag wire.Tag) ([]byte, error) {
 	timeout := p.t.cfg.Timeout
+	p.conns[0].spin(p.t.cfg.Spin)
 	f, err := p.conns[0].data.take(timeout)
 	if err != nil {
 		return nil, err
