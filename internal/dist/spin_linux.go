@@ -34,7 +34,7 @@ func socketFD(conn net.Conn) int {
 }
 
 // spin polls the socket for up to d until bytes are there to read (or a
-// frame is already queued), without reading them: the connection's reader
+// frame is already queued on q), without reading them: the connection's reader
 // goroutine still reads every frame, and once this goroutine parks to take
 // it, the scheduler finds the socket ready at once.
 //
@@ -42,12 +42,13 @@ func socketFD(conn net.Conn) int {
 // lets its CPU go idle, and the wake-up when the peer's bytes arrive costs
 // far more than the bytes (on this project's test VM, all-reduce waits of
 // 100-200 µs against a 20 µs round trip in netbench); tensor-parallel
-// decode has two all-reduces per layer. Ranks run one compute goroutine
+// decode has two all-reduces per layer, and every step a Step frame and
+// its result cross between coordinator and workers. Ranks run one compute goroutine
 // each, so the spin takes no CPU another goroutine of this process could
 // use; sched_yield between peeks lets another process on the same CPU run
 // (an oversubscribed machine).
-func (c *tcpConn) spin(d time.Duration) {
-	if d <= 0 || c.fd < 0 || len(c.data.full) > 0 {
+func (c *tcpConn) spin(d time.Duration, q *queue) {
+	if d <= 0 || c.fd < 0 || len(q.full) > 0 {
 		return
 	}
 	var b [1]byte
@@ -58,7 +59,7 @@ func (c *tcpConn) spin(d time.Duration) {
 		if e != unix.EAGAIN {
 			return // bytes, end of stream or an error: the reader takes it from here
 		}
-		if len(c.data.full) > 0 {
+		if len(q.full) > 0 {
 			return
 		}
 		if i%8 == 7 {

@@ -41,7 +41,7 @@ func tcpPair(t *testing.T) (a, b net.Conn) {
 func spinReturns(t *testing.T, c *tcpConn, what string) {
 	t.Helper()
 	done := make(chan struct{})
-	go func() { c.spin(time.Hour); close(done) }()
+	go func() { c.spin(time.Hour, c.data); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(20 * time.Second):
@@ -70,7 +70,7 @@ func TestSpin(t *testing.T) {
 
 	// Nothing to read: the budget ends it.
 	start := time.Now()
-	c.spin(2 * time.Millisecond)
+	c.spin(2*time.Millisecond, c.data)
 	if time.Since(start) < 2*time.Millisecond {
 		t.Fatalf("spin returned after %v with nothing to read (budget 2ms)", time.Since(start))
 	}

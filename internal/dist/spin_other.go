@@ -12,4 +12,4 @@ const DefaultSpin = 500 * time.Microsecond
 
 func socketFD(net.Conn) int { return -1 }
 
-func (c *tcpConn) spin(time.Duration) {}
+func (c *tcpConn) spin(time.Duration, *queue) {}

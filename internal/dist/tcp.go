@@ -46,7 +46,7 @@ type MeshConfig struct {
 	// ConnectTimeout bounds forming the mesh: peers may start later than
 	// this rank, so dials are retried until then (default 60 s).
 	ConnectTimeout time.Duration
-	// Spin is how long a data receive polls its socket before it parks
+	// Spin is how long a receive polls its socket before it parks
 	// (see tcpConn.spin): 0 means DefaultSpin, a negative value never.
 	Spin time.Duration
 	// Limits bounds frame payloads (wire.DefaultLimits when zero).
@@ -751,7 +751,7 @@ func (t *TCP) Recv(peer int, tag wire.Tag) ([]byte, error) {
 
 func (p *tcpPeer) recv(tag wire.Tag) ([]byte, error) {
 	timeout := p.t.cfg.Timeout
-	p.conns[0].spin(p.t.cfg.Spin)
+	p.conns[0].spin(p.t.cfg.Spin, p.conns[0].data)
 	f, err := p.conns[0].data.take(timeout)
 	if err != nil {
 		return nil, err
@@ -798,6 +798,7 @@ func (t *TCP) RecvControl(peer int) (wire.Tag, []byte, error) {
 		return wire.Tag{}, nil, fmt.Errorf("dist: rank %d has no peer %d in a group of %d", t.rank, peer, t.size)
 	}
 	p := t.peers[peer]
+	p.conns[0].spin(t.cfg.Spin, p.ctrl)
 	f, err := p.ctrl.take(t.cfg.Timeout)
 	if err != nil {
 		var pe *PeerError
