@@ -27,6 +27,7 @@ type clusterFlags struct {
 	file        string
 	secretFile  string
 	timeout     time.Duration
+	spin        time.Duration
 }
 
 func (f *clusterFlags) register(fs *flag.FlagSet) {
@@ -36,6 +37,7 @@ func (f *clusterFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.file, "cluster", "", "cluster file (TOML): ranks, addresses per pair, split, secret (instead of --workers)")
 	fs.StringVar(&f.secretFile, "secret-file", "", "file holding the cluster's shared secret (default: $BRAID_SECRET; none = loopback only)")
 	fs.DurationVar(&f.timeout, "net-timeout", dist.DefaultTimeout, "with --workers: bound on every network wait")
+	fs.DurationVar(&f.spin, "net-spin", dist.DefaultSpin, "with --workers: how long every rank polls for a peer's message before it sleeps (0 = never; polling keeps a waiting CPU awake, which all-reduces need)")
 }
 
 // active says whether the model runs on a cluster.
@@ -115,6 +117,7 @@ func (f *clusterFlags) config(path string) (cluster.Config, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = f.timeout
 	}
+	cfg.Spin = spinSetting(f.spin)
 	// Workers that are not up yet are retried this long.
 	cfg.ConnectTimeout = min(cfg.Timeout, 10*time.Second)
 	return cfg, nil
@@ -235,4 +238,13 @@ func parseTensorSplit(list string) ([]float64, error) {
 		weights = append(weights, v)
 	}
 	return weights, nil
+}
+
+// spinSetting turns a --net-spin / --spin value into a MeshConfig.Spin:
+// there 0 means the default and never is negative.
+func spinSetting(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
 }

@@ -28,6 +28,7 @@ func runWorker(args []string, stdout, stderr io.Writer) error {
 	memLimit := fs.String("mem-limit", "", "most memory to offer for a shard, e.g. 24G (default: what the node has usable)")
 	modelsDir := fs.String("models-dir", "", "directory searched for a model by file name when it is not at the coordinator's path")
 	timeout := fs.Duration("timeout", dist.DefaultTimeout, "bound on every network wait")
+	spin := fs.Duration("spin", dist.DefaultSpin, "how long to poll for the coordinator's next message before sleeping (0 = never; a coordinator's --net-spin governs the ranks' mesh)")
 	exitOnEOF := fs.Bool("exit-on-eof", false, "end when standard input closes (a parent that starts workers, like braid demo, passes a pipe so they end with it)")
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return err
@@ -58,7 +59,7 @@ func runWorker(args []string, stdout, stderr io.Writer) error {
 	// A worker has no other work than its rank's (see limitProcs).
 	defer limitProcs(*threads)()
 	w, err := cluster.NewWorker(cluster.WorkerConfig{Secret: secret, Threads: *threads, MemLimit: mem, ModelsDir: *modelsDir,
-		DataListen: *dataListen, Timeout: *timeout, Logger: log}, ln.Addr())
+		DataListen: *dataListen, Timeout: *timeout, Spin: spinSetting(*spin), Logger: log}, ln.Addr())
 	if err != nil {
 		ln.Close()
 		return err

@@ -42,7 +42,8 @@ func TestRunOnWorkers(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("single node: exit %d: %s", code, errOut)
 	}
-	for _, split := range [][]string{{"--split", "tensor"}, {"--split", "layer"}, {"--split", "tensor", "--tensor-split", "1,2,1"}} {
+	// --net-spin 0: every rank parks at once instead of polling.
+	for _, split := range [][]string{{"--split", "tensor"}, {"--split", "layer"}, {"--split", "tensor", "--tensor-split", "1,2,1"}, {"--split", "tensor", "--net-spin", "0"}} {
 		args := append(append(append([]string{}, base...), "--workers", workers), split...)
 		got, errOut, code := braid(t, args...)
 		if code != 0 {

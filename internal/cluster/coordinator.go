@@ -63,6 +63,10 @@ type Config struct {
 	// ConnectTimeout bounds reaching the workers (10 s when 0).
 	Timeout, ConnectTimeout time.Duration
 	Stripes                 int
+	// Spin is how long every rank's receives poll their sockets before
+	// parking (dist.DefaultSpin when 0, never when negative), the
+	// workers' included: it keeps a waiting CPU awake for a peer's reply.
+	Spin time.Duration
 	// Build overrides the build digest (tests of the mismatch refusal).
 	Build    string
 	Logger   *slog.Logger
@@ -347,7 +351,7 @@ func (c *Cluster) dialAll(ctx context.Context) error {
 
 func (c *Cluster) dial(ctx context.Context, w *worker) error {
 	tr, err := dist.Connect(ctx, dist.MeshConfig{Rank: 0, Addrs: []string{"", w.node.Addr}, Secret: c.cfg.Secret,
-		Timeout: c.cfg.Timeout, ConnectTimeout: c.cfg.ConnectTimeout, Build: c.cfg.Build, Logger: c.log})
+		Timeout: c.cfg.Timeout, ConnectTimeout: c.cfg.ConnectTimeout, Spin: c.cfg.Spin, Build: c.cfg.Build, Logger: c.log})
 	if err != nil {
 		return c.sessErr(w, err)
 	}
@@ -504,7 +508,7 @@ func (c *Cluster) connectAll(ctx context.Context) error {
 		}
 	}
 	for _, w := range c.workers {
-		payload, err := appendJSON(nil, kindConnect, &connectMsg{Addrs: addrs[w.rank], TimeoutMS: c.cfg.Timeout.Milliseconds(), Stripes: c.cfg.Stripes})
+		payload, err := appendJSON(nil, kindConnect, &connectMsg{Addrs: addrs[w.rank], TimeoutMS: c.cfg.Timeout.Milliseconds(), Stripes: c.cfg.Stripes, SpinUS: spinUS(c.cfg.Spin)})
 		if err != nil {
 			return err
 		}
@@ -513,7 +517,7 @@ func (c *Cluster) connectAll(ctx context.Context) error {
 		}
 	}
 	mesh, err := dist.Connect(ctx, dist.MeshConfig{Rank: 0, Addrs: addrs[0], Secret: c.cfg.Secret, Stripes: max(c.cfg.Stripes, 1),
-		Timeout: c.cfg.Timeout, ConnectTimeout: 2 * c.cfg.Timeout, Build: c.cfg.Build, Logger: c.log})
+		Timeout: c.cfg.Timeout, ConnectTimeout: 2 * c.cfg.Timeout, Spin: c.cfg.Spin, Build: c.cfg.Build, Logger: c.log})
 	errs := make([]error, 0, len(c.workers)+1)
 	if err != nil {
 		errs = append(errs, c.meshErr(err))
@@ -919,4 +923,16 @@ func (c *Cluster) Close() error {
 		c.file.Close()
 	}
 	return nil
+}
+
+// spinUS is a Spin for connectMsg: the default stays 0 (the worker's own
+// setting), never is -1, and a positive spin is at least 1 µs.
+func spinUS(d time.Duration) int64 {
+	switch {
+	case d == 0:
+		return 0
+	case d < 0:
+		return -1
+	}
+	return max(d.Microseconds(), 1)
 }

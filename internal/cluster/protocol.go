@@ -96,6 +96,9 @@ type connectMsg struct {
 	Addrs     []string `json:"addrs"`
 	TimeoutMS int64    `json:"timeout_ms"`
 	Stripes   int      `json:"stripes"`
+	// SpinUS is how long the rank's receives poll before parking, in
+	// µs (dist.MeshConfig.Spin); negative: never; 0: the worker's own.
+	SpinUS int64 `json:"spin_us"`
 }
 
 // KV operation kinds replayed on every rank before a step.

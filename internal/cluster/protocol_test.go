@@ -3,6 +3,7 @@ package cluster
 import (
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"braid/internal/engine"
 	"braid/internal/model"
@@ -159,5 +160,26 @@ func TestCandidatesSampleExactly(t *testing.T) {
 	}
 	if !engine.NeedFor(greedy, 0, true).Full {
 		t.Error("logprobs do not ask for full rows")
+	}
+}
+
+// TestSpinUS checks how a coordinator's Spin travels to its workers: the
+// default as 0 (the worker keeps its own), never as negative, and no
+// positive spin rounding down to "default".
+func TestSpinUS(t *testing.T) {
+	for _, c := range []struct {
+		d    time.Duration
+		want int64
+	}{
+		{0, 0},
+		{-1, -1},
+		{-time.Second, -1},
+		{time.Nanosecond, 1},
+		{500 * time.Microsecond, 500},
+		{2 * time.Millisecond, 2000},
+	} {
+		if got := spinUS(c.d); got != c.want {
+			t.Errorf("spinUS(%v) = %d, want %d", c.d, got, c.want)
+		}
 	}
 }

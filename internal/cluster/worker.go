@@ -41,6 +41,10 @@ type WorkerConfig struct {
 	// Timeout bounds every network wait (dist.DefaultTimeout when 0). An
 	// idle session is kept while the coordinator answers pings.
 	Timeout time.Duration
+	// Spin is how long receives poll their sockets before parking
+	// (dist.DefaultSpin when 0, never when negative); the coordinator's
+	// setting, when it sends one, governs the ranks' mesh.
+	Spin time.Duration
 	// Build overrides the build digest (tests of the mismatch refusal).
 	Build string
 	// Logger receives the worker's log lines (slog.Default() when nil).
@@ -159,7 +163,7 @@ func (w *Worker) Serve(ctx context.Context, ln net.Listener) error {
 		"threads", w.cfg.Threads, "secret", len(w.cfg.Secret) > 0, "build", w.cfg.Build)
 	for ctx.Err() == nil {
 		tr, err := dist.Connect(ctx, dist.MeshConfig{Rank: 1, Addrs: []string{"", ""}, Listener: h, Secret: w.cfg.Secret,
-			Timeout: w.cfg.Timeout, ConnectTimeout: 24 * time.Hour, Build: w.cfg.Build, Logger: w.log})
+			Timeout: w.cfg.Timeout, ConnectTimeout: 24 * time.Hour, Spin: w.cfg.Spin, Build: w.cfg.Build, Logger: w.log})
 		if err != nil {
 			if ctx.Err() != nil {
 				break
@@ -532,8 +536,12 @@ func (w *Worker) connect(ctx context.Context, m *connectMsg) error {
 	if timeout <= 0 || timeout > time.Hour {
 		timeout = w.cfg.Timeout
 	}
+	spin := w.cfg.Spin
+	if m.SpinUS != 0 {
+		spin = time.Duration(m.SpinUS) * time.Microsecond
+	}
 	tr, err := dist.Connect(ctx, dist.MeshConfig{Rank: k.rank, Addrs: m.Addrs, Listener: w.data, Secret: w.cfg.Secret,
-		Stripes: max(m.Stripes, 1), Timeout: timeout, ConnectTimeout: 2 * timeout, Build: w.cfg.Build, Logger: w.log})
+		Stripes: max(m.Stripes, 1), Timeout: timeout, ConnectTimeout: 2 * timeout, Spin: spin, Build: w.cfg.Build, Logger: w.log})
 	if err != nil {
 		return err
 	}
