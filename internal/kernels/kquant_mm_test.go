@@ -228,3 +228,41 @@ func BenchmarkKQuantTile(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkKQuantTileStream times the tiles as batched decode runs them:
+// 8 columns, in MatMul's chunks of rows, over 16 Mi weights (more
+// than L2, so they stream) for a short (2048) and a long (8192) row; ns/rcb
+// is per row, column and 256-value block as in BenchmarkKQuantTile.
+func BenchmarkKQuantTileStream(b *testing.B) {
+	for _, typ := range []quant.Type{quant.Q4_K, quant.Q6_K} {
+		for _, impl := range kqTiled(typ) {
+			if impl.mmWide == nil {
+				continue
+			}
+			for _, n := range []int{2048, 8192} {
+				rows, cols := (16<<20)/n, 8
+				b.Run(fmt.Sprintf("%s/n=%d", typ, n), func(b *testing.B) {
+					r := rand.New(rand.NewPCG(1, 2))
+					ldw, ldx := n/256*typ.TypeSize(), 4*n
+					w := kqRandWeights(r, typ, rows*n/256, "rand")
+					src := make([]float32, n)
+					x := make([]byte, cols*ldx)
+					for c := 0; c < cols; c++ {
+						for i := range src {
+							src[i] = float32(r.NormFloat64())
+						}
+						impl.wideAct(x[c*ldx:(c+1)*ldx], src)
+					}
+					dst := make([]float32, cols*rows)
+					b.ResetTimer()
+					for i := 0; i < b.N; i++ {
+						for r0 := 0; r0 < rows; r0 += impl.mmRows {
+							impl.mmWide(n, w[r0*ldw:], ldw, x, ldx, dst[r0:], rows, min(impl.mmRows, rows-r0), cols)
+						}
+					}
+					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(rows*cols*n/256), "ns/rcb")
+				})
+			}
+		}
+	}
+}
