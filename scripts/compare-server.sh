@@ -48,15 +48,15 @@ def load(s, c):
     return [json.load(open(p)) for p in sorted(glob.glob(f"{out}/{s}.c{c}.*.json"))]
 def st(xs): return statistics.median(xs), min(xs), max(xs)
 def fmt(t): return f"{t[0]:.2f} [{t[1]:.2f}-{t[2]:.2f}]"
-print("| server | concurrency | output tok/s | median TTFT ms | median TPOT ms | failed |")
-print("|---|---|---|---|---|---|")
+print("| server | concurrency | output tok/s | median TTFT ms | median TPOT ms | median ITL ms | failed |")
+print("|---|---|---|---|---|---|---|")
 res = {}
 for s in ("braid", "llama"):
     for c in ("1", par):
         rs = load(s, c)
         res[s, c] = rs
         print(f"| {s} | {c} | {fmt(st([r['output_throughput'] for r in rs]))} | {fmt(st([r['ttft']['median_ms'] for r in rs]))} | "
-              f"{fmt(st([r['tpot']['median_ms'] for r in rs]))} | {sum(r['failed'] for r in rs)} |")
+              f"{fmt(st([r['tpot']['median_ms'] for r in rs]))} | {fmt(st([r['itl']['median_ms'] for r in rs]))} | {sum(r['failed'] for r in rs)} |")
 print()
 for c in ("1", par):
     ratios = [b['output_throughput'] / l['output_throughput'] for b, l in zip(res['braid', c], res['llama', c])]
@@ -65,5 +65,11 @@ for c in ("1", par):
 for s in ("braid", "llama"):
     agg = [p['output_throughput'] / o['output_throughput'] for p, o in zip(res[s, par], res[s, "1"])]
     print(f"{s}: {par} streams / 1 stream output throughput {fmt(st(agg))}x")
+    # Decode alone: P x the per-stream gap at 1 over the gap at P. ITL is
+    # the median gap between a stream's tokens; TPOT also carries the
+    # steps that read joining requests' prompts.
+    for k in ("itl", "tpot"):
+        dec = [int(par) * o[k]['median_ms'] / p[k]['median_ms'] for p, o in zip(res[s, par], res[s, "1"])]
+        print(f"{s}: {par} streams / 1 stream decode, {par} x {k.upper()}(1) / {k.upper()}({par}) {fmt(st(dec))}x")
 PY
 echo "raw results: $out"
