@@ -9,11 +9,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// DefaultSpin is MeshConfig.Spin's default: long enough to cover the wait
-// of an all-reduce between ranks of similar speed, short enough that a
-// rank waiting on a slow peer soon gives its CPU back.
-const DefaultSpin = 500 * time.Microsecond
-
 // socketFD returns conn's file descriptor, or -1. The descriptor is only
 // ever peeked at (see spin), so one that outlives its connection and gets
 // reused can do no harm: a peek consumes nothing.
@@ -34,19 +29,19 @@ func socketFD(conn net.Conn) int {
 }
 
 // spin polls the socket for up to d until bytes are there to read (or a
-// frame is already queued on q), without reading them: the connection's reader
-// goroutine still reads every frame, and once this goroutine parks to take
-// it, the scheduler finds the socket ready at once.
+// frame is already queued on q), without reading them: the connection's
+// reader goroutine still reads every frame, and once this goroutine parks
+// to take it, the scheduler finds the socket ready at once.
 //
 // Why: a receiver that parks in the netpoller with nothing else to run
 // lets its CPU go idle, and the wake-up when the peer's bytes arrive costs
 // far more than the bytes (on this project's test VM, all-reduce waits of
 // 100-200 µs against a 20 µs round trip in netbench); tensor-parallel
 // decode has two all-reduces per layer, and every step a Step frame and
-// its result cross between coordinator and workers. Ranks run one compute goroutine
-// each, so the spin takes no CPU another goroutine of this process could
-// use; sched_yield between peeks lets another process on the same CPU run
-// (an oversubscribed machine).
+// its result cross between coordinator and workers. Ranks run one compute
+// goroutine each, so the spin takes no CPU another goroutine of this
+// process could use; sched_yield between peeks lets another process on the
+// same CPU run (an oversubscribed machine).
 func (c *tcpConn) spin(d time.Duration, q *queue) {
 	if d <= 0 || c.fd < 0 || len(q.full) > 0 {
 		return

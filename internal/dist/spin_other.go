@@ -7,8 +7,7 @@ import (
 	"time"
 )
 
-// DefaultSpin is MeshConfig.Spin's default; receives spin on Linux only.
-const DefaultSpin = 500 * time.Microsecond
+// Receives spin on Linux only.
 
 func socketFD(net.Conn) int { return -1 }
 

@@ -58,6 +58,12 @@ type MeshConfig struct {
 	Logger *slog.Logger
 }
 
+// DefaultSpin is MeshConfig.Spin's default (Linux; elsewhere receives
+// park at once): long enough to cover the wait of an all-reduce between
+// ranks of similar speed, short enough that a rank waiting on a slow peer
+// soon gives its CPU back.
+const DefaultSpin = 500 * time.Microsecond
+
 // inlineMax is the largest message Post writes on the caller's goroutine:
 // a small write goes straight into the socket buffer, and a goroutine
 // hand-off would cost more than it saves. Larger ones go to the
