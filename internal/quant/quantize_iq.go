@@ -54,54 +54,80 @@ func quantIQ4_XS(src []float32, dst []byte) {
 	}
 }
 
-// mxfp4Sorted is MXFP4Values in ascending order, with the index each level
-// has in the codebook, for the nearest-level search.
-var mxfp4Sorted, mxfp4Index = func() ([16]int8, [16]int) {
-	var v [16]int8
-	var idx [16]int
-	// Negative levels from -12 up to -1 (indices 15..9), then 0..12 (0..7);
-	// index 8 is a second zero (-0) and never chosen. The sixteenth slot
-	// repeats the top level, as nearestLevel wants 16 entries.
-	order := [16]int{15, 14, 13, 12, 11, 10, 9, 0, 1, 2, 3, 4, 5, 6, 7, 7}
-	for i, k := range order {
-		v[i], idx[i] = MXFP4Values[k], k
-	}
-	return v, idx
-}()
-
-// quantMXFP4 picks, per 32 values, the power-of-two scale (tried at the
-// exponent ggml picks and one either side) that gives the smallest squared
-// error, each value taking its nearest FP4 level.
+// quantMXFP4 quantizes as ggml's reference MXFP4 quantizer (the one
+// llama-quantize runs; MXFP4 takes no importance matrix), so that a file we
+// write holds the bytes llama.cpp would have written: each block's scale is
+// 2^(floor(log2 amax) - 2), which puts amax at 4 to 8 times the scale, and
+// every value takes its nearest level. FP4's largest level is 6, so that
+// exponent clips: an amax above 6 scales lands on 6. Trying the exponent
+// above as well would lower the error of such blocks, but the files would no
+// longer be llama.cpp's.
 func quantMXFP4(src []float32, dst []byte) {
 	for len(src) >= 32 {
-		x := src[:32]
-		amax := float64(absMax(x))
-		e0 := 0
-		if amax > 0 {
-			e0 = int(math.Floor(math.Log2(amax))) - 2 + 127
-		}
-		bestE, bestErr := 0, math.Inf(1)
-		for e := e0 - 1; e <= e0+1; e++ {
-			if e < 0 || e > 254 {
-				continue
-			}
-			d := float64(E8M0ToF32Half(uint8(e)))
-			var se float64
-			for _, v := range x {
-				q := float64(mxfp4Sorted[nearestLevel(&mxfp4Sorted, float64(v)/d)])
-				se += (q*d - float64(v)) * (q*d - float64(v))
-			}
-			if se < bestErr {
-				bestE, bestErr = e, se
-			}
-		}
-		dst[0] = byte(bestE)
-		d := float64(E8M0ToF32Half(uint8(bestE)))
+		e := mxfp4Exponent(absMax(src[:32]))
+		dst[0] = e
+		s := 2 / float64(E8M0ToF32Half(e))
 		for j := 0; j < 16; j++ {
-			lo := mxfp4Index[nearestLevel(&mxfp4Sorted, float64(x[j])/d)]
-			hi := mxfp4Index[nearestLevel(&mxfp4Sorted, float64(x[j+16])/d)]
-			dst[1+j] = byte(lo | hi<<4)
+			dst[1+j] = mxfp4Code(src[j], s) | mxfp4Code(src[j+16], s)<<4
 		}
 		src, dst = src[32:], dst[17:]
 	}
+}
+
+// mxfp4Exponent is the E8M0 exponent of a block whose largest magnitude is
+// amax: floor(log2 amax) - 2 + 127. ggml computes floorf(log2f(amax)) in
+// float32, which rounds an amax a few ulps below a power of two up to it;
+// only a mantissa near its top can round so, and for those the float64 log
+// rounded to float32 decides the same way. ggml leaves the uint8 conversion
+// of an out-of-range result undefined (amax below 2^-125, or infinite);
+// those clamp here to 0 and 254, the extremes short of E8M0's NaN (255).
+func mxfp4Exponent(amax float32) uint8 {
+	b := math.Float32bits(amax)
+	switch {
+	case b < 0x01000000: // zero, subnormal or below 2^-125
+		return 0
+	case b >= 0x7f800000:
+		return 254
+	case b&0x7fffff < 0x7f0000: // 1.mantissa < 1.9922: log2 stays 0.0056 below the next integer
+		return uint8(b>>23) - 2
+	}
+	e := math.Floor(float64(float32(math.Log2(float64(amax))))) - 2 + 127
+	return uint8(max(0, min(254, e)))
+}
+
+// mxfp4Codes maps ceil(2|v|/scale), 0..32, to the FP4 nibble of a
+// non-negative v (the second half: of a negative one): the nearest level,
+// a tie going to the smaller magnitude, and zero always as +0. That is the
+// choice of ggml's search for the first lowest |level*scale - v| over
+// MXFP4Values, whose ties are true ties (near a midpoint both differences
+// are exact in float32). Twice the midpoints between the magnitudes
+// 0 1 2 3 4 6 8 12 are the integers 1 3 5 7 10 14 20, and an integer lies
+// below 2|v|/scale exactly when it lies below that ratio's ceiling.
+var mxfp4Codes = func() (c [66]byte) {
+	mids := []int{1, 3, 5, 7, 10, 14, 20}
+	for n := 0; n <= 32; n++ {
+		for _, m := range mids {
+			if m < n {
+				c[n]++
+			}
+		}
+		c[33+n] = c[n]
+		if c[n] != 0 {
+			c[33+n] |= 8
+		}
+	}
+	return c
+}()
+
+// mxfp4Code is the FP4 nibble of v in a block where 2|v|/scale = |v|*s
+// (exact: s is a power of two). Every finite value of a block is below 16
+// scales, so the ceiling is at most 32. A NaN or infinite v is as far from
+// every level, so ggml's search keeps code 0 for it.
+func mxfp4Code(v float32, s float64) byte {
+	b := math.Float32bits(v)
+	if b&^(1<<31) >= 0x7f800000 {
+		return 0
+	}
+	n := min(int(math.Ceil(math.Abs(float64(v))*s)), 32)
+	return mxfp4Codes[n+33*int(b>>31)]
 }
