@@ -529,3 +529,17 @@ func opsHalfToF32(h uint16) float32 {
 	}
 	return quant.F16ToF32(h)
 }
+
+// SwiGLUOAI sets dst = x·sigmoid(alpha·x)·(y+1) with x = min(gate, limit)
+// and y = clamp(up, -limit, limit): gpt-oss's clamped gated activation
+// (ggml's swiglu_oai). dst may alias either input.
+func SwiGLUOAI(dst, gate, up []float32, alpha, limit float32) {
+	gate = gate[:len(dst)]
+	up = up[:len(dst)]
+	for i := range dst {
+		x := min(gate[i], limit)
+		y := min(max(up[i], -limit), limit)
+		g := x / (1 + float32(math.Exp(float64(-alpha*x))))
+		dst[i] = g * (y + 1)
+	}
+}

@@ -1,44 +1,58 @@
-// Package model runs the forward pass of the supported architectures (llama,
-// qwen2, qwen3, qwen3moe) over a batch of tokens from several sequences.
+// Package model runs the forward pass of the supported architectures over a
+// batch of tokens from several sequences.
 //
-// Each architecture is written once against a Shard (which slice of each
-// weight this rank holds) and a Comm (the collectives between ranks). On a
-// single node the Shard is everything and the Comm does nothing; the cluster
-// fills both in without touching the architecture code.
+// The package is a driver (Forward: embed, stage receive, layers, stage send,
+// head) and a set of building blocks (nn_*.go: linear layers bound column- or
+// row-parallel, attention, dense and MoE feed-forward) written once against a
+// Shard (which slice of each weight this rank holds) and a Comm (the
+// collectives between ranks). Each architecture family is one file
+// (arch_*.go) that reads its hyper-parameters and composes its layers from
+// the blocks, binding weights by their GGUF names. On a single node the
+// Shard is everything and the Comm does nothing; the cluster fills both in
+// without touching the architecture code.
 package model
 
 import (
 	"fmt"
 	"math"
+	"sort"
+	"strings"
 
 	"braid/internal/gguf"
 )
 
-// Config is the architecture's hyper-parameters, read from GGUF metadata.
+// Config is the architecture's hyper-parameters, read from GGUF metadata:
+// the shape every rank, plan and cache agrees on. What a family does with
+// it (biases, norms, gating) is in its arch file.
 type Config struct {
-	Arch                  string
-	Layers                int
-	Embd                  int
-	FF                    int
-	Heads, KVHeads        int
-	HeadDim               int // key (and query) head size
-	ValueDim              int // value head size
-	Vocab                 int
-	Context               int // training context length
-	NormEps               float32
-	Rope                  RopeConfig
-	Experts, ExpertsUsed  int
-	ExpertFF              int
-	NormTopKProb          bool // renormalise the selected experts' weights to sum to 1
-	QKVBias, QKNorm, NeoX bool
-	TiedOutput            bool
+	Arch                 string
+	Layers               int
+	Embd                 int
+	FF                   int // dense FFN inner size (0 when every layer is MoE)
+	Heads, KVHeads       int
+	HeadDim              int // key (and query) head size
+	ValueDim             int // value head size
+	Vocab                int
+	Context              int // training context length
+	NormEps              float32
+	Rope                 RopeConfig
+	Experts, ExpertsUsed int
+	ExpertFF             int
+	NormTopKProb         bool // renormalise the selected experts' weights to sum to 1
+	// MoELayers marks the layers whose FFN is a mixture of experts (nil
+	// when there are no experts); the others run the dense FFN.
+	MoELayers []bool
+	// Window is the sliding window of each layer (0: full attention): a
+	// query at position t reads keys at positions s with 0 <= t-s < Window.
+	Window []int
 }
 
 // RopeConfig is the rotary embedding the GGUF declares.
 type RopeConfig struct {
 	Dims       int
 	Base       float32
-	Scaling    string // none, linear, yarn, llama3 (llama3 = rope_freqs tensor)
+	NeoX       bool   // rotate halves (x[i], x[i+Dims/2]) instead of adjacent pairs
+	Scaling    string // none, linear, yarn (llama3 arrives as a rope_freqs tensor)
 	Factor     float32
 	OrigCtx    int
 	AttnFactor float32
@@ -47,108 +61,174 @@ type RopeConfig struct {
 	ExtFactor  float32
 }
 
-// arch describes what an architecture adds to the common transformer block.
-type arch struct {
-	neox    bool // NeoX rotary layout (rotate halves, not adjacent pairs)
-	qkvBias bool
-	qkNorm  bool
-	moe     bool
+// MoE reports whether layer l's FFN is a mixture of experts.
+func (c *Config) MoE(l int) bool { return c.MoELayers != nil && c.MoELayers[l] }
+
+// HasDense and HasMoE say which FFN kinds the model has, so that a split
+// cuts each kind it runs.
+func (c *Config) HasDense() bool {
+	for l := 0; l < c.Layers; l++ {
+		if !c.MoE(l) {
+			return true
+		}
+	}
+	return false
 }
 
-// archs is filled by the per-architecture files.
-var archs = map[string]arch{}
+func (c *Config) HasMoE() bool {
+	for l := 0; l < c.Layers; l++ {
+		if c.MoE(l) {
+			return true
+		}
+	}
+	return false
+}
 
-// ReadConfig reads the hyper-parameters of a supported architecture.
+// meta reads one architecture's keys ("<arch>.<key>"), collecting the names
+// of missing or invalid required keys so a refusal lists all of them.
+type meta struct {
+	m    *gguf.Model
+	p    string
+	errs []string
+}
+
+func (r *meta) need(key string) int {
+	v, ok := r.m.Int(r.p + key)
+	if !ok || v <= 0 || v > math.MaxInt32 {
+		r.errs = append(r.errs, r.p+key)
+		return 0
+	}
+	return int(v)
+}
+
+func (r *meta) opt(key string, def int) int {
+	if v, ok := r.m.Int(r.p + key); ok && v > 0 && v <= math.MaxInt32 {
+		return int(v)
+	}
+	return def
+}
+
+func (r *meta) optf(key string, def float32) float32 {
+	if v, ok := r.m.Float(r.p + key); ok {
+		return float32(v)
+	}
+	return def
+}
+
+func (r *meta) has(key string) bool {
+	_, ok := r.m.Get(r.p + key)
+	return ok
+}
+
+// moe reads the expert keys every MoE family shares and marks every layer
+// from leading (the count of dense layers before the first MoE layer) on
+// as MoE.
+func (r *meta) moe(c *Config, leading int) {
+	c.Experts = r.need("expert_count")
+	c.ExpertsUsed = r.need("expert_used_count")
+	c.ExpertFF = r.need("expert_feed_forward_length")
+	if c.Layers > 0 && leading < c.Layers {
+		c.MoELayers = make([]bool, c.Layers)
+		for l := leading; l < c.Layers; l++ {
+			c.MoELayers[l] = true
+		}
+	}
+}
+
+// ReadConfig reads the hyper-parameters of a supported architecture: the
+// keys every transformer has here, then the family's own.
 func ReadConfig(m *gguf.Model) (*Config, error) {
 	name := m.Arch()
-	a, ok := archs[name]
+	fam, ok := families[name]
 	if !ok {
 		if name == "" {
 			return nil, fmt.Errorf("model: %s has no general.architecture", m.Files[0].Path)
 		}
-		return nil, fmt.Errorf("model: architecture %q is not supported (supported: llama, qwen2, qwen3, qwen3moe)", name)
+		return nil, fmt.Errorf("model: architecture %q is not supported (supported: %s)", name, strings.Join(Supported(), ", "))
 	}
-	p := name + "."
-	var errs []string
-	need := func(key string) int {
-		v, ok := m.Int(p + key)
-		if !ok || v <= 0 || v > math.MaxInt32 {
-			errs = append(errs, p+key)
-			return 0
-		}
-		return int(v)
+	r := &meta{m: m, p: name + "."}
+	c := &Config{Arch: name}
+	c.Layers = r.need("block_count")
+	c.Embd = r.need("embedding_length")
+	c.Heads = r.need("attention.head_count")
+	c.FF = r.opt("feed_forward_length", 0)
+	if c.Heads > 0 {
+		c.KVHeads = r.opt("attention.head_count_kv", c.Heads)
+		c.HeadDim = r.opt("attention.key_length", c.Embd/c.Heads)
 	}
-	opt := func(key string, def int) int {
-		if v, ok := m.Int(p + key); ok && v > 0 && v <= math.MaxInt32 {
-			return int(v)
-		}
-		return def
+	c.ValueDim = r.opt("attention.value_length", c.HeadDim)
+	c.Context = r.opt("context_length", 2048)
+	c.NormEps = r.optf("attention.layer_norm_rms_epsilon", 1e-5)
+	if toks, ok := m.Strings("tokenizer.ggml.tokens"); ok {
+		c.Vocab = len(toks)
 	}
-	optf := func(key string, def float32) float32 {
-		if v, ok := m.Float(p + key); ok {
-			return float32(v)
-		}
-		return def
+	c.Vocab = r.opt("vocab_size", c.Vocab)
+	c.Window = make([]int, max(c.Layers, 0))
+
+	rp := &c.Rope
+	rp.Dims = r.opt("rope.dimension_count", c.HeadDim)
+	rp.Base = r.optf("rope.freq_base", 10000)
+	rp.Scaling = "none"
+	if s, ok := m.String(r.p + "rope.scaling.type"); ok && s != "" {
+		rp.Scaling = s
 	}
-	c := &Config{Arch: name, QKVBias: a.qkvBias, QKNorm: a.qkNorm, NeoX: a.neox}
-	c.Layers = need("block_count")
-	c.Embd = need("embedding_length")
-	c.Heads = need("attention.head_count")
-	if a.moe {
-		c.Experts = need("expert_count")
-		c.ExpertsUsed = need("expert_used_count")
-		c.FF = opt("feed_forward_length", 0)
-		c.ExpertFF = need("expert_feed_forward_length")
-		c.NormTopKProb = true // llama.cpp's qwen3moe graph renormalises the top-k weights
-		if v, ok := m.Bool(p + "expert_weights_norm"); ok {
-			c.NormTopKProb = v
-		}
-	} else {
-		c.FF = need("feed_forward_length")
+	rp.Factor = r.optf("rope.scaling.factor", 0)
+	if rp.Factor == 0 {
+		rp.Factor = 1
 	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("model: %s: missing or invalid metadata %v", m.Files[0].Path, errs)
+	rp.OrigCtx = r.opt("rope.scaling.original_context_length", c.Context)
+	rp.AttnFactor = r.optf("rope.scaling.attn_factor", 1)
+	rp.BetaFast = r.optf("rope.scaling.yarn_beta_fast", 32)
+	rp.BetaSlow = r.optf("rope.scaling.yarn_beta_slow", 1)
+
+	if err := fam.config(r, c); err != nil {
+		return nil, fmt.Errorf("model: %s: %w", m.Files[0].Path, err)
 	}
-	c.KVHeads = opt("attention.head_count_kv", c.Heads)
-	c.HeadDim = opt("attention.key_length", c.Embd/c.Heads)
-	c.ValueDim = opt("attention.value_length", c.HeadDim)
-	c.Context = opt("context_length", 2048)
-	c.NormEps = optf("attention.layer_norm_rms_epsilon", 1e-5)
+	if len(r.errs) > 0 {
+		return nil, fmt.Errorf("model: %s: missing or invalid metadata %v", m.Files[0].Path, r.errs)
+	}
+	if c.Vocab <= 0 {
+		return nil, fmt.Errorf("model: %s: no vocabulary size (%svocab_size or tokenizer.ggml.tokens)", m.Files[0].Path, r.p)
+	}
 	if c.Heads%c.KVHeads != 0 {
 		return nil, fmt.Errorf("model: %d attention heads are not a multiple of %d KV heads", c.Heads, c.KVHeads)
 	}
 	if c.ValueDim != c.HeadDim {
 		return nil, fmt.Errorf("model: value head size %d differs from key head size %d (not supported yet)", c.ValueDim, c.HeadDim)
 	}
-	if toks, ok := m.Strings("tokenizer.ggml.tokens"); ok {
-		c.Vocab = len(toks)
+	if c.HasDense() && c.FF <= 0 {
+		return nil, fmt.Errorf("model: %s: dense layers but no %sfeed_forward_length", m.Files[0].Path, r.p)
 	}
-	c.Vocab = opt("vocab_size", c.Vocab)
-
-	r := &c.Rope
-	r.Dims = opt("rope.dimension_count", c.HeadDim)
-	r.Base = optf("rope.freq_base", 10000)
-	r.Scaling = "none"
-	if s, ok := m.String(p + "rope.scaling.type"); ok && s != "" {
-		r.Scaling = s
+	if c.HasMoE() && (c.ExpertsUsed > c.Experts) {
+		return nil, fmt.Errorf("model: %d experts used per token but only %d experts", c.ExpertsUsed, c.Experts)
 	}
-	r.Factor = optf("rope.scaling.factor", 0)
-	if r.Factor == 0 {
-		r.Factor = 1
+	for l, w := range c.Window {
+		if w < 0 || w > c.Context {
+			return nil, fmt.Errorf("model: layer %d: sliding window %d is outside the training context of %d positions", l, w, c.Context)
+		}
 	}
-	r.OrigCtx = opt("rope.scaling.original_context_length", c.Context)
-	r.AttnFactor = optf("rope.scaling.attn_factor", 1)
-	r.BetaFast = optf("rope.scaling.yarn_beta_fast", 32)
-	r.BetaSlow = optf("rope.scaling.yarn_beta_slow", 1)
-	switch r.Scaling {
+	switch rp.Scaling {
 	case "none", "linear":
 	case "yarn":
-		r.ExtFactor = 1
+		rp.ExtFactor = 1
 	default:
-		return nil, fmt.Errorf("model: rope scaling %q is not supported (none, linear, yarn; llama3 comes as a rope_freqs tensor)", r.Scaling)
+		return nil, fmt.Errorf("model: rope scaling %q is not supported (none, linear, yarn; llama3 comes as a rope_freqs tensor)", rp.Scaling)
 	}
-	if r.Dims > c.HeadDim || r.Dims%2 != 0 {
-		return nil, fmt.Errorf("model: rope dimension count %d does not fit head size %d", r.Dims, c.HeadDim)
+	if rp.Dims > c.HeadDim || rp.Dims%2 != 0 {
+		return nil, fmt.Errorf("model: rope dimension count %d does not fit head size %d", rp.Dims, c.HeadDim)
 	}
 	return c, nil
 }
+
+// Supported lists the architectures this package runs, sorted.
+func Supported() []string {
+	out := make([]string, 0, len(families))
+	for n := range families {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// IsSupported reports whether architecture name (general.architecture) runs.
+func IsSupported(name string) bool { _, ok := families[name]; return ok }

@@ -79,6 +79,7 @@ type Model struct {
 		cache *kvcache.Cache
 		batch *Batch
 		layer int
+		attn  *Attention
 		n     int
 	}
 	attnFn func(lo, hi int)
@@ -145,7 +146,7 @@ func New(f *gguf.Model, pool *kernels.Pool, opt Options) (*Model, error) {
 	r := c.Rope
 	m.rope = kernels.Rope{Dims: r.Dims, Base: r.Base, FreqScale: 1 / r.Factor, ExtFactor: r.ExtFactor,
 		AttnFactor: r.AttnFactor, BetaFast: r.BetaFast, BetaSlow: r.BetaSlow, OrigCtx: r.OrigCtx,
-		FreqFactors: w.ropeFreqs, NeoX: c.NeoX}
+		FreqFactors: w.ropeFreqs, NeoX: r.NeoX}
 	m.alloc()
 	m.attnFn = m.attention
 	return m, nil
@@ -162,10 +163,13 @@ func ScratchBytes(c *Config, sh *Shard, maxBatch, threads, ctx int) int64 {
 	qd, kvd := int64(sh.Heads()*c.HeadDim), int64(sh.KVHeads()*c.HeadDim)
 	ff := int64(max(sh.FFHi-sh.FFLo, sh.ExpFFHi-sh.ExpFFLo))
 	n := B * (3*E + 2*qd + 2*kvd + 2*ff + int64(c.Rope.Dims) + 1)
-	if c.Experts > 0 {
+	if c.HasMoE() {
 		n += B * (int64(c.Experts) + 2*int64(c.ExpertsUsed) + 1 + 2*E)
 	}
 	slots := int64(4 * threads)
+	if ctx > 0 {
+		ctx++ // a sink logit after the row
+	}
 	// per slot: qh and out, qh16, scores and their half-precision copy
 	n += slots * (int64(c.HeadDim)*2 + int64(c.HeadDim)/2 + 2*int64(ctx) + int64(ctx))
 	return 4 * n
@@ -181,7 +185,7 @@ func (m *Model) alloc() {
 	s.k, s.v = make([]float32, B*kvdim), make([]float32, B*kvdim)
 	s.gate, s.up = make([]float32, B*ff), make([]float32, B*ff)
 	s.cos, s.sin = make([]float32, B*c.Rope.Dims/2), make([]float32, B*c.Rope.Dims/2)
-	if c.Experts > 0 {
+	if c.HasMoE() {
 		s.probs = make([]float32, B*c.Experts)
 		s.sel = make([]int32, B*c.ExpertsUsed)
 		s.selW = make([]float32, B*c.ExpertsUsed)

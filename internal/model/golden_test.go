@@ -12,6 +12,7 @@ import (
 
 	"braid/internal/gguf"
 	"braid/internal/kernels"
+	"braid/internal/sharedmodels"
 )
 
 const sharedModels = "../../../shared/testdata/models"
@@ -94,10 +95,7 @@ func top2(x []float32) (int, int) {
 // then generates 32 tokens greedily one decode at a time, comparing the ids
 // and the logits behind each.
 func TestGoldenLogits(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join(sharedModels, "*", "*.gguf"))
-	if len(files) == 0 {
-		t.Skipf("no shared models under %s: skipping the llama.cpp comparisons", sharedModels)
-	}
+	files := sharedFiles(t)
 	pool := kernels.NewPool(2)
 	defer pool.Close()
 	for _, path := range files {
@@ -167,6 +165,24 @@ func TestGoldenLogits(t *testing.T) {
 			})
 		}
 	}
+}
+
+// sharedFiles lists the shared models of the architectures this package
+// runs, logging those an open issue is still to add; it fails on a model of
+// any other architecture.
+func sharedFiles(t *testing.T) []string {
+	t.Helper()
+	files, pending, err := sharedmodels.Files(sharedModels, IsSupported)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pending {
+		t.Logf("not run yet: %s", p)
+	}
+	if len(files) == 0 {
+		t.Skipf("no shared models under %s: skipping the llama.cpp comparisons", sharedModels)
+	}
+	return files
 }
 
 func argmax(x []float32) int32 {

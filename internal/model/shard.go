@@ -43,9 +43,10 @@ type Shard struct {
 // FullShard is the whole model on one rank.
 func FullShard(c *Config) Shard {
 	s := Shard{Last: c.Layers, TPSize: 1, HeadHi: c.Heads, KVHi: c.KVHeads, VocabHi: c.Vocab}
-	if c.Experts > 0 {
+	if c.HasMoE() {
 		s.ExpFFHi = c.ExpertFF
-	} else {
+	}
+	if c.HasDense() {
 		s.FFHi = c.FF
 	}
 	return s
@@ -69,10 +70,11 @@ func (s *Shard) LastStage(c *Config) bool { return s.Last == c.Layers }
 func (s *Shard) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "layers [%d,%d) tp %d/%d heads [%d,%d) kv [%d,%d)", s.First, s.Last, s.TPRank, s.TPSize, s.HeadLo, s.HeadHi, s.KVLo, s.KVHi)
+	if s.FFHi > 0 || s.ExpFFHi == 0 {
+		fmt.Fprintf(&b, " ff [%d,%d)", s.FFLo, s.FFHi)
+	}
 	if s.ExpFFHi > 0 {
 		fmt.Fprintf(&b, " expert-ff [%d,%d)", s.ExpFFLo, s.ExpFFHi)
-	} else {
-		fmt.Fprintf(&b, " ff [%d,%d)", s.FFLo, s.FFHi)
 	}
 	fmt.Fprintf(&b, " vocab [%d,%d)", s.VocabLo, s.VocabHi)
 	return b.String()
@@ -97,9 +99,12 @@ func (s *Shard) Validate(c *Config) error {
 	if s.TPSize < 1 || s.TPRank < 0 || s.TPRank >= s.TPSize {
 		return bad("tensor-parallel rank %d of %d", s.TPRank, s.TPSize)
 	}
-	ff, eff := c.FF, 0
-	if c.Experts > 0 {
-		ff, eff = 0, c.ExpertFF
+	ff, eff := 0, 0
+	if c.HasDense() {
+		ff = c.FF
+	}
+	if c.HasMoE() {
+		eff = c.ExpertFF
 	}
 	for _, r := range []struct {
 		name      string
@@ -191,12 +196,13 @@ func TensorSplit(c *Config, blk Blocks, weights []float64) ([]Shard, error) {
 			}
 			return got
 		}
-		if c.Experts > 0 {
+		if c.HasMoE() {
 			cut := ffCut(c.ExpertFF, blk.DownExps, "expert FFN", "ffn_down_exps")
 			for r := range sh {
 				sh[r].ExpFFLo, sh[r].ExpFFHi = cut[r], cut[r+1]
 			}
-		} else {
+		}
+		if c.HasDense() {
 			cut := ffCut(c.FF, blk.Down, "FFN", "ffn_down")
 			for r := range sh {
 				sh[r].FFLo, sh[r].FFHi = cut[r], cut[r+1]

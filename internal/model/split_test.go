@@ -292,17 +292,14 @@ func checkSplit(t *testing.T, f *gguf.Model, name string, c *Config, sc splitCas
 // splitModels are the shared models the split tests run: all of them, or
 // with -short one per architecture (llama twice: tiny and stories).
 func splitModels(t *testing.T) []string {
-	files, _ := filepath.Glob(filepath.Join(sharedModels, "*", "*.gguf"))
-	if len(files) == 0 {
-		t.Skipf("no shared models under %s", sharedModels)
-	}
+	files := sharedFiles(t)
 	if !testing.Short() {
 		return files
 	}
 	var out []string
 	for _, f := range files {
 		b := filepath.Base(f)
-		if strings.HasSuffix(b, "-Q8_0.gguf") && (strings.Contains(b, "qwen") || strings.Contains(b, "stories")) || b == "tiny-llama-Q4_K_M.gguf" {
+		if strings.HasSuffix(b, "-Q8_0.gguf") && (strings.Contains(b, "qwen") || strings.Contains(b, "stories")) || b == "tiny-llama-Q4_K_M.gguf" || b == "tiny-gpt-oss-MXFP4_MOE.gguf" {
 			out = append(out, f)
 		}
 	}

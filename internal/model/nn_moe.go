@@ -1,0 +1,152 @@
+package model
+
+import (
+	"braid/internal/kernels"
+)
+
+// Gating is how a router's logits become the selected experts and their
+// weights.
+type Gating int
+
+const (
+	// GateSoftmax: softmax over all experts, the ExpertsUsed largest
+	// probabilities, renormalised to sum to 1 when NormTopK (Qwen3-MoE).
+	GateSoftmax Gating = iota
+	// GateTopKSoftmax: the ExpertsUsed largest logits, then a softmax over
+	// the selected logits only (gpt-oss).
+	GateTopKSoftmax
+)
+
+// MoEOpts are the variants of the mixture-of-experts feed-forward.
+type MoEOpts struct {
+	Gating     Gating
+	NormTopK   bool       // GateSoftmax: renormalise the selected weights
+	RouterBias bool       // ffn_gate_inp.bias added to the router logits
+	ExpertBias bool       // per-expert biases on gate, up and down
+	Act        Activation // of every expert
+}
+
+// MoE is a mixture of experts: a replicated router picks ExpertsUsed experts
+// per token; every expert is a gated FFN split like the dense one (gate and
+// up column-parallel over this rank's expert-FF columns, down row-parallel),
+// its outputs summed with the router's weights.
+type MoE struct {
+	opt              MoEOpts
+	router           kernels.Matrix
+	routerBias       []float32
+	gate, up, down   []kernels.Matrix
+	gateBias, upBias [][]float32 // per expert, this rank's columns
+	downBias         [][]float32 // per expert, on the group's rank 0 only
+}
+
+// moe binds layer l's experts (ffn_gate_inp, ffn_{gate,up,down}_exps).
+func (b *binder) moe(l int, opt MoEOpts) *MoE {
+	c, sh := b.c, b.sh
+	X, F := c.Experts, c.ExpertFF
+	e := &MoE{opt: opt}
+	e.router = b.replicated(blk(l, "ffn_gate_inp.weight"), c.Embd, X)
+	if opt.RouterBias {
+		e.routerBias = b.vector(blk(l, "ffn_gate_inp.bias"), X, false, 0, X)
+	}
+	e.gate = b.experts(blk(l, "ffn_gate_exps.weight"), c.Embd, F, X, false, sh.ExpFFLo, sh.ExpFFHi)
+	e.up = b.experts(blk(l, "ffn_up_exps.weight"), c.Embd, F, X, false, sh.ExpFFLo, sh.ExpFFHi)
+	e.down = b.experts(blk(l, "ffn_down_exps.weight"), F, c.Embd, X, true, sh.ExpFFLo, sh.ExpFFHi)
+	if opt.ExpertBias {
+		e.gateBias = b.expertVectors(blk(l, "ffn_gate_exps.bias"), F, X, sh.ExpFFLo, sh.ExpFFHi)
+		e.upBias = b.expertVectors(blk(l, "ffn_up_exps.bias"), F, X, sh.ExpFFLo, sh.ExpFFHi)
+		e.downBias = b.rowExpertBias(blk(l, "ffn_down_exps.bias"), c.Embd, X)
+	}
+	return e
+}
+
+// ffn routes each token to its experts (lowest index first on ties), then
+// runs each expert once over all the tokens routed to it.
+func (e *MoE) ffn(m *Model, h, out []float32, n int) {
+	c, s := &m.Cfg, &m.s
+	E, X, K := c.Embd, c.Experts, c.ExpertsUsed
+	m.pool.MatMul(s.probs[:n*X], &e.router, h, n)
+	for i := 0; i < n; i++ {
+		p := s.probs[i*X : (i+1)*X]
+		if e.routerBias != nil {
+			kernels.Add(p, e.routerBias)
+		}
+		sel, selW := s.sel[i*K:(i+1)*K], s.selW[i*K:(i+1)*K]
+		if e.opt.Gating == GateSoftmax {
+			kernels.Softmax(p)
+		}
+		topK(p, sel, selW)
+		switch {
+		case e.opt.Gating == GateTopKSoftmax:
+			kernels.Softmax(selW)
+		case e.opt.NormTopK:
+			var sum float32
+			for _, v := range selW {
+				sum += v
+			}
+			for k := range selW {
+				selW[k] /= sum
+			}
+		}
+	}
+	clear(out)
+	empty := len(e.gate) == 0 || e.gate[0].Rows == 0
+	for x := 0; x < X; x++ {
+		cnt := 0
+		for i := 0; i < n; i++ {
+			for k := 0; k < K; k++ {
+				if s.sel[i*K+k] == int32(x) {
+					s.expTok[cnt] = int32(i*K + k)
+					copy(s.hx[cnt*E:(cnt+1)*E], h[i*E:(i+1)*E])
+					cnt++
+				}
+			}
+		}
+		if cnt == 0 {
+			continue
+		}
+		if empty {
+			clear(s.ex[:cnt*E])
+		} else {
+			var gb, ub []float32
+			if e.gateBias != nil {
+				gb, ub = e.gateBias[x], e.upBias[x]
+			}
+			m.gatedFFN(e.opt.Act, &e.gate[x], &e.up[x], &e.down[x], gb, ub, s.hx[:cnt*E], s.ex[:cnt*E], cnt)
+		}
+		for j := 0; j < cnt; j++ {
+			ex := s.ex[j*E : (j+1)*E]
+			if e.downBias != nil {
+				kernels.Add(ex, e.downBias[x])
+			}
+			ik := int(s.expTok[j])
+			i := ik / K
+			kernels.AxpyF32(out[i*E:(i+1)*E], s.selW[ik], ex)
+		}
+	}
+}
+
+// topK writes the len(sel) largest entries of p, largest first (lowest
+// index first among equals), and their values.
+func topK(p []float32, sel []int32, val []float32) {
+	for k := range sel {
+		best := -1
+		for e := range p {
+			if taken(sel[:k], e) {
+				continue
+			}
+			if best < 0 || p[e] > p[best] {
+				best = e
+			}
+		}
+		sel[k], val[k] = int32(best), p[best]
+	}
+}
+
+func taken(sel []int32, e int) bool {
+	for _, s := range sel {
+		if int(s) == e {
+			return true
+		}
+	}
+	return false
+}
