@@ -24,6 +24,8 @@ func init() {
 	registerGeneric(quant.Q5_1, &dotImpl{name: "generic", act: quant.Q8_1, dot: refDotQ5_1})
 	registerGeneric(quant.IQ4_NL, &dotImpl{name: "generic", act: quant.Q8_0, dot: refDotIQ4NL})
 	registerGeneric(quant.MXFP4, &dotImpl{name: "generic", act: quant.Q8_0, dot: refDotMXFP4})
+	registerGeneric(quant.Q1_0, &dotImpl{name: "generic", act: quant.Q8_0, dot: refDotQ1_0})
+	registerGeneric(quant.Q2_0, &dotImpl{name: "generic", act: quant.Q8_0, dot: refDotQ2_0})
 }
 
 func f16(b []byte) float32  { return quant.F16ToF32(binary.LittleEndian.Uint16(b)) }
@@ -182,6 +184,54 @@ func refDotMXFP4(n int, w, x []byte) float32 {
 			sumi += int32(mxfp4Values[q>>4]) * int32(int8(xb[18+j]))
 		}
 		s += f16(xb) * e8m0Half(wb[0]) * float32(sumi)
+	}
+	return s
+}
+
+// Q1_0 and Q2_0 blocks (128 and 64 values) span four and two Q8_0
+// activation blocks; each 32-value part is summed in integers and scaled by
+// its own activation scale, as the activation blocks dictate.
+
+// refDotQ1_0: a set bit is +d, a clear one -d, so each activation enters
+// the integer sum with its sign chosen by the bit.
+func refDotQ1_0(n int, w, x []byte) float32 {
+	var s float32
+	for b := 0; b < n/128; b++ {
+		wb := w[18*b : 18*b+18]
+		d := f16(wb)
+		for k := 0; k < 4; k++ {
+			xb := x[34*(4*b+k) : 34*(4*b+k)+34]
+			bits := wb[2+4*k : 6+4*k]
+			var sumi int32
+			for j := 0; j < 32; j++ {
+				q := int32(int8(xb[2+j]))
+				if bits[j/8]>>(j%8)&1 == 0 {
+					q = -q
+				}
+				sumi += q
+			}
+			s += float32(sumi) * (d * f16(xb))
+		}
+	}
+	return s
+}
+
+// refDotQ2_0: code q stands for q-1, four codes per byte from the low bits.
+func refDotQ2_0(n int, w, x []byte) float32 {
+	var s float32
+	for b := 0; b < n/64; b++ {
+		wb := w[18*b : 18*b+18]
+		d := f16(wb)
+		for k := 0; k < 2; k++ {
+			xb := x[34*(2*b+k) : 34*(2*b+k)+34]
+			qs := wb[2+8*k : 10+8*k]
+			var sumi int32
+			for j := 0; j < 32; j++ {
+				q := int32(qs[j/4]>>(2*(j%4))&3) - 1
+				sumi += q * int32(int8(xb[2+j]))
+			}
+			s += float32(sumi) * (d * f16(xb))
+		}
 	}
 	return s
 }

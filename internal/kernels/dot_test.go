@@ -21,6 +21,10 @@ const refDir = "../../../shared/testdata/quants/"
 var myTypes = []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q8_0, quant.Q4_0, quant.Q4_1,
 	quant.Q5_0, quant.Q5_1, quant.IQ4_NL, quant.MXFP4}
 
+// lowBitTypes have only generic dots, and blocks longer than 32 values, so
+// they stay out of myTypes, whose tests use 32-value multiples throughout.
+var lowBitTypes = []quant.Type{quant.Q1_0, quant.Q2_0}
+
 // ggufTensor is one tensor of a reference file.
 type ggufTensor struct {
 	typ  quant.Type
@@ -187,7 +191,7 @@ func randRow(rng *rand.Rand, typ quant.Type, n int) []byte {
 		for i := 0; i < n; i++ {
 			binary.LittleEndian.PutUint16(b[2*i:], quant.F32ToBF16(float32(rng.NormFloat64())))
 		}
-	case quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.IQ4_NL:
+	case quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.IQ4_NL, quant.Q1_0, quant.Q2_0:
 		for o := 0; o < n/bs*ts; o += ts {
 			scale(o)
 		}
@@ -406,9 +410,12 @@ func edgeCases(t *testing.T, rng *rand.Rand, typ quant.Type, g, f *dotImpl) {
 // of the dequantized operands (independent of the block arithmetic).
 func TestGenericMatchesFloat64(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, typ := range myTypes {
+	for _, typ := range append(myTypes[:len(myTypes):len(myTypes)], lowBitTypes...) {
 		g := generic[typ]
-		for _, n := range []int{32, 96, 1024} {
+		for _, n := range []int{32, 96, 128, 384, 1024} {
+			if n%typ.BlockSize() != 0 {
+				continue
+			}
 			w := randRow(rng, typ, n)
 			_, x := randAct(rng, g.act, n, 1)
 			want, tol := refDot(t, typ, g.act, n, w, x)

@@ -26,12 +26,15 @@ func randMatrix(rng *rand.Rand, typ quant.Type, rows, cols int) *Matrix {
 // the converted activations, then dot in float64.
 func TestMatMul(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	shapes := []struct{ rows, cols, n int }{{1, 32, 1}, {7, 64, 1}, {37, 96, 3}, {130, 256, 17}, {64, 4096 + 32, 2}, {33, 512, 9}}
+	shapes := []struct{ rows, cols, n int }{{1, 32, 1}, {7, 64, 1}, {37, 96, 3}, {130, 256, 17}, {64, 4096 + 32, 2}, {33, 512, 9}, {9, 128, 5}}
 	for _, threads := range []int{1, 2, 3} {
 		p := NewPool(threads)
-		for _, typ := range myTypes {
+		for _, typ := range append(myTypes[:len(myTypes):len(myTypes)], lowBitTypes...) {
 			act := implFor(typ).act
 			for _, s := range shapes {
+				if s.cols%typ.BlockSize() != 0 {
+					continue
+				}
 				w := randMatrix(rng, typ, s.rows, s.cols)
 				x := make([]float32, s.n*s.cols)
 				for i := range x {

@@ -11,15 +11,24 @@ import (
 	"braid/internal/quant"
 )
 
-// refDir holds llama.cpp's reference quantizations (see its README.md).
-const refDir = "../../../shared/testdata/quants/"
+// refDir and refIQDir hold llama.cpp's reference quantizations (see their
+// README.md files); refIQDir has the low-bit formats.
+const (
+	refDir   = "../../../shared/testdata/quants/"
+	refIQDir = "../../../shared/testdata/quants-iq/"
+)
 
 // refFile is one of the reference GGUF files, opened for a test.
 type refFile struct{ m *gguf.Model }
 
 func loadRef(t *testing.T, name string) refFile {
 	t.Helper()
-	m, err := gguf.Open(refDir + name)
+	return loadRefAt(t, refDir, name)
+}
+
+func loadRefAt(t *testing.T, dir, name string) refFile {
+	t.Helper()
+	m, err := gguf.Open(dir + name)
 	if errors.Is(err, fs.ErrNotExist) {
 		t.Skipf("reference data %s not available (it lives in the shared checkout, not the repo): %v", name, err)
 	}

@@ -43,6 +43,8 @@ const (
 	TQ2_0   Type = 35
 	MXFP4   Type = 39
 	NVFP4   Type = 40
+	Q1_0    Type = 41
+	Q2_0    Type = 42
 )
 
 // traits is what the file layer needs to know of a type: its name, how many
@@ -87,6 +89,8 @@ var table = map[Type]traits{
 	TQ2_0:   {"TQ2_0", 256, 66},
 	MXFP4:   {"MXFP4", 32, 17},
 	NVFP4:   {"NVFP4", 64, 36},
+	Q1_0:    {"Q1_0", 128, 18},
+	Q2_0:    {"Q2_0", 64, 18},
 }
 
 // Known reports whether t is a type whose block layout this package knows.
