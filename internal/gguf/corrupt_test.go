@@ -96,7 +96,7 @@ func TestCorruptions(t *testing.T) {
 		{"negative dim", header(1, 0).tensor("t", quant.F32, 0, 4, math.MaxUint64).data(16).b, `tensor "t": dimension 1 is -1`},
 		{"element overflow", header(1, 0).tensor("t", quant.F32, 0, 1<<32, 1<<31, 2).data(16).b, `tensor "t": shape [4294967296 2147483648] overflows the element count`},
 		{"byte overflow", header(1, 0).tensor("t", quant.F64, 0, 1<<31, 1<<31).data(16).b, `tensor "t": shape [2147483648 2147483648] of F64 overflows the byte size`},
-		{"unknown tensor type", header(1, 0).tensor("t", 41, 0, 4).data(16).b, `tensor "t": unknown tensor type 41`},
+		{"unknown tensor type", header(1, 0).tensor("t", 99, 0, 4).data(16).b, `tensor "t": unknown tensor type 99`},
 		{"partial block", header(1, 0).tensor("t", quant.Q4_K, 0, 255, 2).data(288).b, `tensor "t": shape [255 2]: rows of 255 values are not whole Q4_K blocks of 256`},
 		{"unaligned offset", header(1, 0).tensor("blk.0.attn_q.weight", quant.F32, 123, 4).data(200).b,
 			`tensor "blk.0.attn_q.weight": offset 123 is not a multiple of alignment 32`},
