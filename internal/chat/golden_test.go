@@ -185,36 +185,7 @@ func TestGoldensRenderChat(t *testing.T) {
 				continue
 			}
 			t.Run(name+"/"+c.Name, func(t *testing.T) {
-				var ctx map[string]json.RawMessage
-				if err := json.Unmarshal(c.Context, &ctx); err != nil {
-					t.Fatal(err)
-				}
-				var msgs []Message
-				if err := json.Unmarshal(ctx["messages"], &msgs); err != nil {
-					t.Fatal(err)
-				}
-				opts := Options{Now: goldenNow, Extra: map[string]any{}}
-				for k, v := range ctx {
-					switch k {
-					case "messages", "datetime", "date_string":
-					case "add_generation_prompt":
-						opts.AddGenerationPrompt = string(v) == "true"
-					case "bos_token":
-						json.Unmarshal(v, &opts.BOS)
-					case "eos_token":
-						json.Unmarshal(v, &opts.EOS)
-					case "tools":
-						var tools []json.RawMessage
-						if err := json.Unmarshal(v, &tools); err != nil {
-							t.Fatal(err)
-						}
-						for _, tool := range tools {
-							opts.Tools = append(opts.Tools, tool)
-						}
-					default:
-						opts.Extra[k] = v
-					}
-				}
+				msgs, opts := goldenChatArgs(t, c.Context)
 				got, err := tmpl.RenderChat(msgs, opts)
 				if err != nil {
 					t.Fatalf("render: %v", err)
@@ -225,4 +196,42 @@ func TestGoldensRenderChat(t *testing.T) {
 			})
 		}
 	}
+}
+
+// goldenChatArgs turns a golden context into RenderChat's arguments, as a
+// server would build them: messages decoded into []Message, tools kept as
+// raw JSON, other variables in Extra.
+func goldenChatArgs(t *testing.T, context json.RawMessage) ([]Message, Options) {
+	t.Helper()
+	var ctx map[string]json.RawMessage
+	if err := json.Unmarshal(context, &ctx); err != nil {
+		t.Fatal(err)
+	}
+	var msgs []Message
+	if err := json.Unmarshal(ctx["messages"], &msgs); err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{Now: goldenNow, Extra: map[string]any{}}
+	for k, v := range ctx {
+		switch k {
+		case "messages", "datetime", "date_string":
+		case "add_generation_prompt":
+			opts.AddGenerationPrompt = string(v) == "true"
+		case "bos_token":
+			json.Unmarshal(v, &opts.BOS)
+		case "eos_token":
+			json.Unmarshal(v, &opts.EOS)
+		case "tools":
+			var tools []json.RawMessage
+			if err := json.Unmarshal(v, &tools); err != nil {
+				t.Fatal(err)
+			}
+			for _, tool := range tools {
+				opts.Tools = append(opts.Tools, tool)
+			}
+		default:
+			opts.Extra[k] = v
+		}
+	}
+	return msgs, opts
 }
