@@ -155,8 +155,8 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 			}
 			// Each sequence fills whole blocks: round up per sequence.
 			sh := m.Shard()
-			bs := model.CacheConfig(&m.Cfg, &sh, 1, *kvF32).BlockSize
-			cache, err := m.NewCache(maxNP*((longest+bs-1)/bs*bs), *kvF32)
+			bs := model.CacheConfig(&m.Cfg, &sh, model.CacheSize{Positions: 1, F32: *kvF32}).BlockSize
+			cache, err := m.NewCache(model.CacheSize{Positions: maxNP * ((longest + bs - 1) / bs * bs), Ctx: (longest + bs - 1) / bs * bs, F32: *kvF32})
 			if err != nil {
 				pool.Close()
 				return err

@@ -107,7 +107,7 @@ func loadModel(f *modelFlags, seqs int, stderr io.Writer) (*loaded, error) {
 		return nil, err
 	}
 	ctx := est.ctx
-	cache, err := m.NewCache(ctx*max(seqs, 1), f.kvF32)
+	cache, err := m.NewCache(model.CacheSize{Positions: ctx * max(seqs, 1), Ctx: ctx, F32: f.kvF32})
 	if err != nil {
 		pool.Close()
 		file.Close()

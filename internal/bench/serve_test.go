@@ -42,7 +42,7 @@ func startBraid(t *testing.T, parallel int) string {
 		t.Fatal(err)
 	}
 	const ctxLen = 512
-	cache, err := m.NewCache(parallel*ctxLen, false)
+	cache, err := m.NewCache(model.CacheSize{Positions: parallel * ctxLen, Ctx: ctxLen})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -285,7 +285,7 @@ func (c *Cluster) bindLocal() error {
 		return fmt.Errorf("rank 0: binding %s: %w", sh.String(), err)
 	}
 	r.m, r.cfg = m, &m.Cfg
-	if r.cache, err = m.NewCache(c.posns, c.cfg.KVF32); err != nil {
+	if r.cache, err = m.NewCache(c.cacheSize()); err != nil {
 		return err
 	}
 	c.local, c.vocab = r, m.Cfg.Vocab
@@ -586,7 +586,7 @@ func (c *Cluster) teardown(cause error) {
 	}
 	if c.local != nil {
 		c.local.attach(nil, 0)
-		if cache, err := c.local.m.NewCache(c.posns, c.cfg.KVF32); err == nil {
+		if cache, err := c.local.m.NewCache(c.cacheSize()); err == nil {
 			c.local.cache = cache
 		}
 	}
@@ -621,6 +621,11 @@ func (c *Cluster) Vocab() int { return c.vocab }
 
 // Config is the model's configuration.
 func (c *Cluster) Config() *model.Config { return c.local.cfg }
+
+// cacheSize is the KV cache every rank holds (see loadMsg.cacheSize).
+func (c *Cluster) cacheSize() model.CacheSize {
+	return model.CacheSize{Positions: c.posns, Ctx: c.cfg.Ctx, MaxStep: c.cfg.MaxBatch, F32: c.cfg.KVF32}
+}
 
 // File is the coordinator's open model (metadata, tokenizer).
 func (c *Cluster) File() *gguf.Model { return c.file }

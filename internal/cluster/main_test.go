@@ -283,7 +283,7 @@ func world1(t *testing.T, path string) (reference, int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cache, err := m.NewCache(64, true)
+	cache, err := m.NewCache(model.CacheSize{Positions: 64, F32: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,6 +90,12 @@ type loadMsg struct {
 	Stream bool `json:"stream"`
 }
 
+// cacheSize is the KV cache the load asks for: the same on every rank, so
+// that an operation the coordinator's cache accepts fits every worker's.
+func (m *loadMsg) cacheSize() model.CacheSize {
+	return model.CacheSize{Positions: m.Positions, Ctx: m.Ctx, MaxStep: m.MaxBatch, F32: m.KVF32}
+}
+
 // connectMsg asks a loaded worker to join the data-plane mesh.
 type connectMsg struct {
 	// Addrs[j] is where this rank dials rank j (j > rank).

@@ -440,7 +440,7 @@ func (w *Worker) load(m *loadMsg, stage func(string)) error {
 	key := loadKey{sha: m.SHA256, shard: fmt.Sprintf("%+v", m.Shard), rank: m.Rank, world: m.World, tp: m.TP, pp: m.PP, maxBatch: m.MaxBatch}
 	if w.cur != nil && w.cur.key == key {
 		stage("reusing the loaded shard")
-		cache, err := w.cur.r.m.NewCache(m.Positions, m.KVF32)
+		cache, err := w.cur.r.m.NewCache(m.cacheSize())
 		if err != nil {
 			return err
 		}
@@ -490,7 +490,7 @@ func (w *Worker) load(m *loadMsg, stage func(string)) error {
 	if err != nil {
 		return err
 	}
-	kv := model.KVBytes(model.CacheConfig(c, &sh, m.Positions, m.KVF32))
+	kv := model.KVBytes(model.CacheConfig(c, &sh, m.cacheSize()))
 	scratch := model.ScratchBytes(c, &sh, m.MaxBatch, w.cfg.Threads, m.Ctx)
 	facts := dist.LocalFacts()
 	if mem := w.offered(facts); mem > 0 && weights+kv+scratch > mem {
@@ -512,7 +512,7 @@ func (w *Worker) load(m *loadMsg, stage func(string)) error {
 	}
 	r.m = mod
 	r.cfg = &mod.Cfg
-	if r.cache, err = mod.NewCache(m.Positions, m.KVF32); err != nil {
+	if r.cache, err = mod.NewCache(m.cacheSize()); err != nil {
 		pool.Close()
 		return err
 	}

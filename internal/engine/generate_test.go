@@ -38,7 +38,7 @@ func TestGreedyFromBOS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cache, err := m.NewCache(256, false)
+	cache, err := m.NewCache(model.CacheSize{Positions: 256})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestGenerateLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cache, err := m.NewCache(64, false)
+	cache, err := m.NewCache(model.CacheSize{Positions: 64})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ func greedy(t *testing.T, vocab int) *sample.Sampler {
 
 func newScheduler(t *testing.T, m *model.Model, cfg SchedulerConfig) *Scheduler {
 	t.Helper()
-	cache, err := m.NewCache(cfg.Parallel*cfg.Context, false)
+	cache, err := m.NewCache(model.CacheSize{Positions: cfg.Parallel * cfg.Context, Ctx: cfg.Context})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func collect(t *testing.T, st *Stream) ([]int32, Result) {
 }
 
 func generatorRef(t *testing.T, m *model.Model, prompt []int32, n int) []int32 {
-	cache, err := m.NewCache(256, false)
+	cache, err := m.NewCache(model.CacheSize{Positions: 256})
 	if err != nil {
 		t.Fatal(err)
 	}

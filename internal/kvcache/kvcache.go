@@ -18,6 +18,15 @@
 // into, so the row accessors never allocate and never fail. Writing into a
 // shared block without reserving first is a bug and panics.
 //
+// Layers with a sliding window (Config.Window) keep only what their window
+// can still read: each sequence holds a ring of RingBlocks blocks in a pool
+// of their own, position p living in ring slot (p/BlockSize) mod
+// RingBlocks, so their memory is bounded by the window, not the context.
+// A ring is sized for the window plus the most positions one step adds, so
+// a step never overwrites a position one of its queries reads. The price:
+// a windowed sequence can only resume (Truncate, CopyPrefix) at a length
+// whose window the ring still holds; ResumePoint says where.
+//
 // Not done yet: finding the longest cached prefix of a token sequence (for the
 // server's prompt reuse). It needs a token-hash index per full block on top of
 // this package; CopyPrefix is the primitive it will use.
@@ -39,13 +48,56 @@ var ErrFull = errors.New("kvcache: out of blocks")
 // not exist.
 var ErrUnknownSeq = errors.New("kvcache: unknown sequence")
 
+// ErrNotResumable is returned (wrapped, with the numbers) when a sequence
+// cannot restart at the length asked: its windowed layers have overwritten
+// positions that length's window reads. ResumePoint says where it can.
+var ErrNotResumable = errors.New("kvcache: cannot resume there")
+
 // Config sizes a cache.
 type Config struct {
 	Layers    int  // layers held by this rank
 	KVDim     int  // values per K (and per V) row: kvHeads*headDim of this rank
 	BlockSize int  // positions per block
-	Blocks    int  // blocks in the pool
+	Blocks    int  // blocks in the pool (of the layers without a window)
 	F32       bool // store F32 instead of F16 bits
+	// Window is each layer's sliding window, nil or 0 for a layer that
+	// keeps every position; every windowed layer has the same window.
+	Window []int
+	// MaxStep is the most positions one sequence adds in one step, and
+	// Rings the most sequences holding a ring at once: they size the
+	// windowed layers' pool. Used only with a window.
+	MaxStep, Rings int
+}
+
+// RingBlocks is the ring each sequence keeps in the windowed layers: the
+// window's last W-1 positions plus a step of MaxStep, wherever the block
+// boundaries fall. 0 without windowed layers.
+func (cfg Config) RingBlocks() int {
+	w := cfg.window()
+	if w == 0 {
+		return 0
+	}
+	return (w-1+cfg.MaxStep+cfg.BlockSize-1)/cfg.BlockSize + 1
+}
+
+// window is the windowed layers' window (0: none).
+func (cfg Config) window() int {
+	w := 0
+	for _, x := range cfg.Window {
+		w = max(w, x)
+	}
+	return w
+}
+
+// WindowLayers counts the layers with a window.
+func (cfg Config) WindowLayers() int {
+	n := 0
+	for _, x := range cfg.Window {
+		if x > 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // SeqID names a sequence; any value is valid.
@@ -54,6 +106,12 @@ type SeqID int32
 type seqState struct {
 	blocks []int32
 	n      int // committed positions
+	// The windowed layers' ring: RingBlocks slots, -1 until allocated.
+	// top is the highest length the ring has held since it was last
+	// empty: the ring holds positions from ringLow() up, older ones were
+	// overwritten.
+	ring []int32
+	top  int
 }
 
 // Cache is a paged KV cache. See the package documentation.
@@ -71,6 +129,23 @@ type Cache struct {
 	free  []int32 // stack of free block ids
 	seqs  map[SeqID]*seqState
 	spare []*seqState // dropped states, reused to keep their tables' capacity
+
+	// Layer l's data sits at index slot[l] of its pool: the paged pool
+	// above or, for a windowed layer, win.
+	slot     []int
+	windowed []bool
+	win      *ringPool
+}
+
+// ringPool is the windowed layers' storage: blocks never shared, handed
+// out as rings.
+type ringPool struct {
+	window, ring int // positions read back, blocks per ring
+	blocks       int
+	kf16, vf16   []uint16
+	kf32, vf32   []float32
+	layerStride  int
+	free         []int32
 }
 
 // New validates cfg and allocates the whole pool at once.
@@ -86,14 +161,51 @@ func New(cfg Config) (*Cache, error) {
 	if cfg.Blocks > math.MaxInt32 {
 		return nil, fmt.Errorf("kvcache: invalid Blocks %d: block ids are int32", cfg.Blocks)
 	}
+	if cfg.Window != nil && len(cfg.Window) != cfg.Layers {
+		return nil, fmt.Errorf("kvcache: %d layer windows for %d layers", len(cfg.Window), cfg.Layers)
+	}
+	w, nw := cfg.window(), cfg.WindowLayers()
+	for l, x := range cfg.Window {
+		if x < 0 || x > 0 && x != w {
+			return nil, fmt.Errorf("kvcache: layer %d has window %d: windows must be positive and alike (others have %d)", l, x, w)
+		}
+	}
+	if nw > 0 && (cfg.MaxStep <= 0 || cfg.Rings <= 0) {
+		return nil, fmt.Errorf("kvcache: windowed layers need MaxStep (%d) and Rings (%d) > 0", cfg.MaxStep, cfg.Rings)
+	}
 	// Each of K and V holds Layers*Blocks*BlockSize*KVDim elements; refuse sizes
 	// whose element count or byte count overflows rather than wrap silently.
-	elems := uint64(cfg.Layers)
+	elems := uint64(cfg.Layers - nw)
 	for _, f := range []int{cfg.Blocks, cfg.BlockSize, cfg.KVDim} {
 		if elems > math.MaxInt64/8/uint64(f) {
 			return nil, fmt.Errorf("kvcache: %+v overflows", cfg)
 		}
 		elems *= uint64(f)
+	}
+	var win *ringPool
+	if nw > 0 {
+		ring := cfg.RingBlocks()
+		if uint64(cfg.Rings)*uint64(ring) > math.MaxInt32/2 {
+			return nil, fmt.Errorf("kvcache: %d rings of %d blocks overflow the block ids", cfg.Rings, ring)
+		}
+		win = &ringPool{window: w, ring: ring, blocks: cfg.Rings * ring}
+		welems := uint64(nw)
+		for _, f := range []int{win.blocks, cfg.BlockSize, cfg.KVDim} {
+			if welems > math.MaxInt64/8/uint64(f) {
+				return nil, fmt.Errorf("kvcache: %+v overflows", cfg)
+			}
+			welems *= uint64(f)
+		}
+		win.layerStride = win.blocks * cfg.BlockSize * cfg.KVDim
+		if cfg.F32 {
+			win.kf32, win.vf32 = make([]float32, welems), make([]float32, welems)
+		} else {
+			win.kf16, win.vf16 = make([]uint16, welems), make([]uint16, welems)
+		}
+		win.free = make([]int32, win.blocks)
+		for i := range win.free {
+			win.free[i] = int32(win.blocks - 1 - i)
+		}
 	}
 	c := &Cache{
 		cfg:         cfg,
@@ -103,6 +215,19 @@ func New(cfg Config) (*Cache, error) {
 		refs:        make([]int32, cfg.Blocks),
 		free:        make([]int32, cfg.Blocks),
 		seqs:        make(map[SeqID]*seqState),
+		slot:        make([]int, cfg.Layers),
+		windowed:    make([]bool, cfg.Layers),
+		win:         win,
+	}
+	var nf, nwin int
+	for l := range c.slot {
+		if cfg.Window != nil && cfg.Window[l] > 0 {
+			c.windowed[l], c.slot[l] = true, nwin
+			nwin++
+		} else {
+			c.slot[l] = nf
+			nf++
+		}
 	}
 	if cfg.F32 {
 		c.kf32 = make([]float32, elems)
@@ -121,17 +246,29 @@ func New(cfg Config) (*Cache, error) {
 // Config returns the configuration the cache was built with.
 func (c *Cache) Config() Config { return c.cfg }
 
-// BlockBytes is the size of one block across all layers, K and V.
+// BlockBytes is the size of one block of the paged pool across its layers
+// (those without a window), K and V.
 func (c *Cache) BlockBytes() int64 {
-	es := int64(2)
-	if c.cfg.F32 {
-		es = 4
-	}
-	return 2 * int64(c.cfg.Layers) * int64(c.blockStride) * es
+	return 2 * int64(c.cfg.Layers-c.cfg.WindowLayers()) * int64(c.blockStride) * c.elemBytes()
 }
 
-// Bytes is the size of the whole pool.
-func (c *Cache) Bytes() int64 { return c.BlockBytes() * int64(c.cfg.Blocks) }
+func (c *Cache) elemBytes() int64 {
+	if c.cfg.F32 {
+		return 4
+	}
+	return 2
+}
+
+// Bytes is the size of the whole cache: the paged pool and the windowed
+// layers' rings.
+func (c *Cache) Bytes() int64 { return c.BlockBytes()*int64(c.cfg.Blocks) + c.ringBytes() }
+
+func (c *Cache) ringBytes() int64 {
+	if c.win == nil {
+		return 0
+	}
+	return 2 * int64(c.cfg.WindowLayers()) * int64(c.win.blocks) * int64(c.blockStride) * c.elemBytes()
+}
 
 // Len is the number of committed positions of seq (0 for an unknown sequence).
 func (c *Cache) Len(seq SeqID) int {
@@ -230,9 +367,19 @@ func (c *Cache) Reserve(seq SeqID, n int) error {
 	if need > len(c.free) {
 		return c.full("reserve", seq, need)
 	}
+	var ringTmp seqState
+	rs := s
+	if rs == nil {
+		rs = &ringTmp
+	}
+	if w := c.ringNeed(rs, cur, n); c.win != nil && w > len(c.win.free) {
+		return fmt.Errorf("%w: reserve for sequence %d needs %d blocks of the windowed layers, %d free of %d",
+			ErrFull, seq, w, len(c.win.free), c.win.blocks)
+	}
 	if s == nil {
 		s = c.newSeq(seq)
 	}
+	c.ringFill(s, cur, n)
 	for i := first; i < last; i++ {
 		if old := s.blocks[i]; c.refs[old] > 1 {
 			nb := c.alloc()
@@ -261,6 +408,7 @@ func (c *Cache) Commit(seq SeqID, n int) error {
 			seq, n, s.n, len(s.blocks)*c.cfg.BlockSize)
 	}
 	s.n = n
+	s.top = max(s.top, n)
 	return nil
 }
 
@@ -274,6 +422,7 @@ func (c *Cache) Drop(seq SeqID) {
 	for _, b := range s.blocks {
 		c.release(b)
 	}
+	c.ringRelease(s)
 	s.blocks, s.n = s.blocks[:0], 0
 	delete(c.seqs, seq)
 	c.spare = append(c.spare, s)
@@ -289,6 +438,12 @@ func (c *Cache) Truncate(seq SeqID, n int) error {
 	}
 	if n < 0 || n > s.n {
 		return fmt.Errorf("kvcache: truncate sequence %d to %d positions: must be in [0, Len %d]", seq, n, s.n)
+	}
+	if !c.resumable(s, n) {
+		return c.notResumable("truncate", seq, s, n)
+	}
+	if n == 0 {
+		c.ringRelease(s)
 	}
 	keep := c.blocksFor(n)
 	for _, b := range s.blocks[keep:] {
@@ -315,9 +470,17 @@ func (c *Cache) CopyPrefix(dst, src SeqID, n int) error {
 	if dst == src {
 		return c.Truncate(src, n)
 	}
+	if !c.resumable(ss, n) {
+		return c.notResumable("copy prefix", src, ss, n)
+	}
 	shared, part := n/c.cfg.BlockSize, n%c.cfg.BlockSize
 	if part > 0 && len(c.free) == 0 {
 		return c.full("copy prefix", dst, 1)
+	}
+	wlo := c.ringStart(n)
+	if w := c.ringNeed(&seqState{}, wlo, n); c.win != nil && w > len(c.win.free) {
+		return fmt.Errorf("%w: copy prefix for sequence %d needs %d blocks of the windowed layers, %d free of %d",
+			ErrFull, dst, w, len(c.win.free), c.win.blocks)
 	}
 	// Take the new references before letting go of dst's old blocks: they may
 	// be the same blocks.
@@ -340,8 +503,131 @@ func (c *Cache) CopyPrefix(dst, src SeqID, n int) error {
 	if nb >= 0 {
 		ds.blocks = append(ds.blocks, nb)
 	}
-	ds.n = n
+	c.ringRelease(ds)
+	if c.win != nil && n > 0 {
+		// Rings are never shared: copy the blocks the window reads.
+		c.ringFill(ds, wlo, n)
+		bs := c.cfg.BlockSize
+		for b := wlo / bs; b <= (n-1)/bs; b++ {
+			i := b % c.win.ring
+			c.copyRingBlock(ds.ring[i], ss.ring[i])
+		}
+	}
+	ds.n, ds.top = n, n
 	return nil
+}
+
+// ResumePoint is the longest length n' <= n at which seq can continue:
+// n itself, unless its windowed layers have overwritten what the window at
+// n reads, and then 0 (a restart). An unknown sequence resumes at 0.
+func (c *Cache) ResumePoint(seq SeqID, n int) int {
+	s := c.seqs[seq]
+	if s == nil || n <= 0 {
+		return 0
+	}
+	n = min(n, s.n)
+	if c.resumable(s, n) {
+		return n
+	}
+	return 0
+}
+
+// ringStart is the first position the window at length n reads.
+func (c *Cache) ringStart(n int) int {
+	if c.win == nil {
+		return n
+	}
+	return max(0, n-c.win.window+1)
+}
+
+// ringLow is the lowest position s's ring still holds.
+func (c *Cache) ringLow(s *seqState) int {
+	if c.win == nil || s.top == 0 {
+		return 0
+	}
+	bs := c.cfg.BlockSize
+	return max(0, ((s.top-1)/bs-c.win.ring+1)*bs)
+}
+
+func (c *Cache) resumable(s *seqState, n int) bool {
+	return c.win == nil || n == 0 || c.ringLow(s) <= c.ringStart(n)
+}
+
+func (c *Cache) notResumable(op string, seq SeqID, s *seqState, n int) error {
+	return fmt.Errorf("%w: %s sequence %d at %d positions: its windowed layers (window %d) hold positions from %d on, the window at %d starts at %d",
+		ErrNotResumable, op, seq, n, c.win.window, c.ringLow(s), n, c.ringStart(n))
+}
+
+// ringNeed counts the ring slots positions [cur, n) fall into that s has
+// not allocated yet.
+func (c *Cache) ringNeed(s *seqState, cur, n int) int {
+	if c.win == nil || n <= cur {
+		return 0
+	}
+	bs, r := c.cfg.BlockSize, c.win.ring
+	first, last := cur/bs, (n-1)/bs
+	if last-first+1 >= r {
+		first, last = 0, r-1
+	}
+	need := 0
+	for b := first; b <= last; b++ {
+		if len(s.ring) == 0 || s.ring[b%r] < 0 {
+			need++
+		}
+	}
+	return need
+}
+
+// ringFill allocates the ring slots positions [cur, n) fall into; the
+// caller checked there are enough free blocks.
+func (c *Cache) ringFill(s *seqState, cur, n int) {
+	if c.win == nil || n <= cur {
+		return
+	}
+	bs, r := c.cfg.BlockSize, c.win.ring
+	if len(s.ring) == 0 {
+		s.ring = s.ring[:0]
+		for range r {
+			s.ring = append(s.ring, -1)
+		}
+	}
+	first, last := cur/bs, (n-1)/bs
+	if last-first+1 >= r {
+		first, last = 0, r-1
+	}
+	for b := first; b <= last; b++ {
+		if i := b % r; s.ring[i] < 0 {
+			f := c.win.free
+			s.ring[i] = f[len(f)-1]
+			c.win.free = f[:len(f)-1]
+		}
+	}
+}
+
+// ringRelease returns s's ring to the windowed pool.
+func (c *Cache) ringRelease(s *seqState) {
+	for _, b := range s.ring {
+		if b >= 0 {
+			c.win.free = append(c.win.free, b)
+		}
+	}
+	s.ring, s.top = s.ring[:0], 0
+}
+
+// copyRingBlock copies a whole ring block, every windowed layer, K and V.
+func (c *Cache) copyRingBlock(dst, src int32) {
+	w, m := c.win, c.blockStride
+	for l := range c.cfg.WindowLayers() {
+		d := l*w.layerStride + int(dst)*m
+		s := l*w.layerStride + int(src)*m
+		if c.cfg.F32 {
+			copy(w.kf32[d:d+m], w.kf32[s:s+m])
+			copy(w.vf32[d:d+m], w.vf32[s:s+m])
+		} else {
+			copy(w.kf16[d:d+m], w.kf16[s:s+m])
+			copy(w.vf16[d:d+m], w.vf16[s:s+m])
+		}
+	}
 }
 
 // copyRows copies the first rows positions of block src into block dst, in
@@ -351,7 +637,7 @@ func (c *Cache) copyRows(dst, src int32, rows int) {
 		return
 	}
 	m := rows * c.rowStride
-	for l := range c.cfg.Layers {
+	for l := range c.cfg.Layers - c.cfg.WindowLayers() {
 		d := l*c.layerStride + int(dst)*c.blockStride
 		s := l*c.layerStride + int(src)*c.blockStride
 		if c.cfg.F32 {
@@ -365,11 +651,42 @@ func (c *Cache) copyRows(dst, src int32, rows int) {
 }
 
 func (c *Cache) blockOff(layer int, block int32) int {
-	if uint(layer) >= uint(c.cfg.Layers) || uint(block) >= uint(c.cfg.Blocks) {
-		panic(fmt.Sprintf("kvcache: layer %d block %d out of range (%d layers, %d blocks)",
-			layer, block, c.cfg.Layers, c.cfg.Blocks))
+	if uint(layer) >= uint(c.cfg.Layers) {
+		panic(fmt.Sprintf("kvcache: layer %d out of range (%d layers)", layer, c.cfg.Layers))
 	}
-	return layer*c.layerStride + int(block)*c.blockStride
+	if c.windowed[layer] {
+		if uint(block) >= uint(c.win.blocks) {
+			panic(fmt.Sprintf("kvcache: windowed layer %d block %d out of range (%d blocks)", layer, block, c.win.blocks))
+		}
+		return c.slot[layer]*c.win.layerStride + int(block)*c.blockStride
+	}
+	if uint(block) >= uint(c.cfg.Blocks) {
+		panic(fmt.Sprintf("kvcache: layer %d block %d out of range (%d blocks)", layer, block, c.cfg.Blocks))
+	}
+	return c.slot[layer]*c.layerStride + int(block)*c.blockStride
+}
+
+// Table is the block table layer reads seq through, and its ring length:
+// block i of the sequence (positions [i*BlockSize, (i+1)*BlockSize)) is
+// tab[i], or tab[i%ring] when ring > 0 (a windowed layer, whose older
+// blocks are gone). A view, valid until the next operation on seq.
+func (c *Cache) Table(layer int, seq SeqID) (tab []int32, ring int) {
+	s := c.seqs[seq]
+	if s == nil {
+		return nil, 0
+	}
+	if c.windowed[layer] {
+		return s.ring[:len(s.ring):len(s.ring)], c.win.ring
+	}
+	return s.blocks[:len(s.blocks):len(s.blocks)], 0
+}
+
+// Window is layer's sliding window (0: every position).
+func (c *Cache) Window(layer int) int {
+	if c.windowed[layer] {
+		return c.win.window
+	}
+	return 0
 }
 
 // KF16 is block's K rows in layer: BlockSize rows of KVDim values, row i being
@@ -377,24 +694,36 @@ func (c *Cache) blockOff(layer int, block int32) int {
 // Panics on an F32 cache.
 func (c *Cache) KF16(layer int, block int32) []uint16 {
 	o := c.blockOff(layer, block)
+	if c.windowed[layer] {
+		return c.win.kf16[o : o+c.blockStride : o+c.blockStride]
+	}
 	return c.kf16[o : o+c.blockStride : o+c.blockStride]
 }
 
 // VF16 is block's V rows in layer, laid out as in KF16.
 func (c *Cache) VF16(layer int, block int32) []uint16 {
 	o := c.blockOff(layer, block)
+	if c.windowed[layer] {
+		return c.win.vf16[o : o+c.blockStride : o+c.blockStride]
+	}
 	return c.vf16[o : o+c.blockStride : o+c.blockStride]
 }
 
 // KF32 is block's K rows in layer on an F32 cache, laid out as in KF16.
 func (c *Cache) KF32(layer int, block int32) []float32 {
 	o := c.blockOff(layer, block)
+	if c.windowed[layer] {
+		return c.win.kf32[o : o+c.blockStride : o+c.blockStride]
+	}
 	return c.kf32[o : o+c.blockStride : o+c.blockStride]
 }
 
 // VF32 is block's V rows in layer on an F32 cache, laid out as in KF16.
 func (c *Cache) VF32(layer int, block int32) []float32 {
 	o := c.blockOff(layer, block)
+	if c.windowed[layer] {
+		return c.win.vf32[o : o+c.blockStride : o+c.blockStride]
+	}
 	return c.vf32[o : o+c.blockStride : o+c.blockStride]
 }
 
@@ -405,6 +734,16 @@ func (c *Cache) rowOff(layer int, seq SeqID, pos int) int {
 	s := c.seqs[seq]
 	if s == nil || pos < 0 || pos >= len(s.blocks)*c.cfg.BlockSize {
 		panic(fmt.Sprintf("kvcache: write to sequence %d position %d outside its reserved room", seq, pos))
+	}
+	if c.windowed[layer] {
+		b := int32(-1)
+		if len(s.ring) > 0 {
+			b = s.ring[pos/c.cfg.BlockSize%c.win.ring]
+		}
+		if b < 0 {
+			panic(fmt.Sprintf("kvcache: write to sequence %d position %d of windowed layer %d outside its reserved ring", seq, pos, layer))
+		}
+		return c.blockOff(layer, b) + pos%c.cfg.BlockSize*c.rowStride
 	}
 	b := s.blocks[pos/c.cfg.BlockSize]
 	if c.refs[b] > 1 {
@@ -418,6 +757,9 @@ func (c *Cache) rowOff(layer int, seq SeqID, pos int) int {
 func (c *Cache) RowF16(layer int, seq SeqID, pos int) (k, v []uint16) {
 	o := c.rowOff(layer, seq, pos)
 	e := o + c.rowStride
+	if c.windowed[layer] {
+		return c.win.kf16[o:e:e], c.win.vf16[o:e:e]
+	}
 	return c.kf16[o:e:e], c.vf16[o:e:e]
 }
 
@@ -425,6 +767,9 @@ func (c *Cache) RowF16(layer int, seq SeqID, pos int) (k, v []uint16) {
 func (c *Cache) RowF32(layer int, seq SeqID, pos int) (k, v []float32) {
 	o := c.rowOff(layer, seq, pos)
 	e := o + c.rowStride
+	if c.windowed[layer] {
+		return c.win.kf32[o:e:e], c.win.vf32[o:e:e]
+	}
 	return c.kf32[o:e:e], c.vf32[o:e:e]
 }
 
@@ -438,9 +783,11 @@ type Stats struct {
 	Sequences    int
 	// Positions sums Len over sequences (shared positions count once per sequence).
 	Positions  int
-	Bytes      int64 // whole pool
-	BytesUsed  int64 // blocks in use
+	Bytes      int64 // whole cache, rings included
+	BytesUsed  int64 // blocks in use, rings included
 	BlockBytes int64
+	// The windowed layers' pool, in ring blocks.
+	RingBlocksTotal, RingBlocksUsed int
 }
 
 // Stats reports the pool's occupancy. It walks the reference counts, so it
@@ -455,6 +802,11 @@ func (c *Cache) Stats() Stats {
 		BlockBytes:  c.BlockBytes(),
 	}
 	st.BytesUsed = int64(st.BlocksUsed) * st.BlockBytes
+	if c.win != nil {
+		st.RingBlocksTotal = c.win.blocks
+		st.RingBlocksUsed = c.win.blocks - len(c.win.free)
+		st.BytesUsed += c.ringBytes() / int64(c.win.blocks) * int64(st.RingBlocksUsed)
+	}
 	for _, r := range c.refs {
 		if r > 1 {
 			st.BlocksShared++

@@ -35,7 +35,7 @@ func TestDecodeStepAllocs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cache, err := m.NewCache(512, false)
+			cache, err := m.NewCache(CacheSize{Positions: 512})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -108,7 +108,7 @@ func TestBadBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cache, _ := m.NewCache(64, false)
+	cache, _ := m.NewCache(CacheSize{Positions: 64})
 	logits := make([]float32, 4*m.Cfg.Vocab)
 	tests := []struct {
 		name string

@@ -23,7 +23,7 @@ func BenchmarkDecodeStep(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cache, err := m.NewCache(256, false)
+	cache, err := m.NewCache(CacheSize{Positions: 256})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -199,20 +199,63 @@ func (m *Model) alloc() {
 	s.outRows = make([]int32, 0, B)
 }
 
-// NewCache makes a KV cache for this model holding up to positions tokens in
-// all sequences together: this shard's layers and KV heads only.
-func (m *Model) NewCache(positions int, f32 bool) (*kvcache.Cache, error) {
-	return kvcache.New(CacheConfig(&m.Cfg, &m.sh, positions, f32))
+// CacheSize is what a KV cache must hold.
+type CacheSize struct {
+	// Positions is every sequence's positions together: the paged layers'
+	// pool.
+	Positions int
+	// Ctx is one sequence's context (0: Positions, one sequence); with it
+	// Positions/Ctx sequences run at once. Sliding-window layers keep a
+	// ring per sequence instead of a row per position: rings for the
+	// running sequences and the engine's default four cached prefixes
+	// each.
+	Ctx int
+	// MaxStep is the most positions one sequence adds in one step (the
+	// model's MaxBatch; 0: 512): a ring holds a window plus a step.
+	MaxStep int
+	F32     bool
 }
 
-// CacheConfig sizes the KV cache of a shard for positions tokens. A rank
-// without KV heads still tracks every sequence's length (the batch checks
-// and commits stay in step with the group), in rows of one value it never
-// writes.
-func CacheConfig(c *Config, sh *Shard, positions int, f32 bool) kvcache.Config {
+// NewCache makes a KV cache for this model of the given size: this shard's
+// layers and KV heads only; a step of this model adds at most its MaxBatch
+// positions to a sequence.
+func (m *Model) NewCache(sz CacheSize) (*kvcache.Cache, error) {
+	if sz.MaxStep <= 0 || sz.MaxStep > m.maxBatch {
+		sz.MaxStep = m.maxBatch
+	}
+	return kvcache.New(CacheConfig(&m.Cfg, &m.sh, sz))
+}
+
+// CacheConfig sizes the KV cache of a shard. A rank without KV heads still
+// tracks every sequence's length (the batch checks and commits stay in step
+// with the group), in rows of one value it never writes.
+func CacheConfig(c *Config, sh *Shard, sz CacheSize) kvcache.Config {
 	const bs = 32
-	return kvcache.Config{Layers: sh.Last - sh.First, KVDim: max(sh.KVHeads()*c.HeadDim, 1), BlockSize: bs,
-		Blocks: (positions + bs - 1) / bs, F32: f32}
+	cfg := kvcache.Config{Layers: sh.Last - sh.First, KVDim: max(sh.KVHeads()*c.HeadDim, 1), BlockSize: bs,
+		Blocks: (sz.Positions + bs - 1) / bs, F32: sz.F32}
+	windowed := false
+	for l := sh.First; l < sh.Last; l++ {
+		windowed = windowed || c.Window[l] > 0
+	}
+	if windowed {
+		cfg.Window = append([]int(nil), c.Window[sh.First:sh.Last]...)
+		cfg.MaxStep = sz.MaxStep
+		if cfg.MaxStep <= 0 {
+			cfg.MaxStep = 512
+		}
+		seqs := 1
+		if sz.Ctx > 0 {
+			seqs = max(1, (sz.Positions+sz.Ctx-1)/sz.Ctx)
+		}
+		// Never more ring blocks than the paged pool has blocks (a short
+		// context gains nothing from rings), but always one ring per
+		// running sequence.
+		cfg.Rings = 5 * seqs
+		if r := cfg.RingBlocks(); cfg.Rings*r > cfg.Blocks {
+			cfg.Rings = max(seqs, cfg.Blocks/r)
+		}
+	}
+	return cfg
 }
 
 // KVBytes is the size of the KV cache CacheConfig describes.
@@ -221,7 +264,9 @@ func KVBytes(cfg kvcache.Config) int64 {
 	if cfg.F32 {
 		es = 4
 	}
-	return 2 * es * int64(cfg.Layers) * int64(cfg.Blocks) * int64(cfg.BlockSize) * int64(cfg.KVDim)
+	row := 2 * es * int64(cfg.BlockSize) * int64(cfg.KVDim) // a block of one layer, K and V
+	nw := int64(cfg.WindowLayers())
+	return row * ((int64(cfg.Layers)-nw)*int64(cfg.Blocks) + nw*int64(cfg.Rings)*int64(cfg.RingBlocks()))
 }
 
 // Forward runs the batch, storing its keys and values in cache, and writes
@@ -271,12 +316,22 @@ func (m *Model) step(cache *kvcache.Cache, b *Batch, logits []float32) error {
 		return err
 	}
 	for i := 0; i < n; i++ {
-		if int(b.Pos[i]) >= cache.Cap(b.Seq[i]) || cache.Len(b.Seq[i]) == int(b.Pos[i]) {
-			// Reserve is a no-op inside reserved, unshared room; it
-			// un-shares a block the first write of a step falls into.
-			if err := cache.Reserve(b.Seq[i], int(b.Pos[i])+1); err != nil {
-				return fmt.Errorf("model: KV cache for sequence %d at position %d: %w", b.Seq[i], b.Pos[i], err)
+		seq := b.Seq[i]
+		if cache.Len(seq) != int(b.Pos[i]) {
+			continue // not the sequence's first token in this step
+		}
+		// Room for all of the sequence's tokens of this step at once: a
+		// windowed layer's ring must hold them all before attention
+		// reads. Reserve is a no-op inside reserved, unshared room; it
+		// un-shares a block the first write of a step falls into.
+		last := b.Pos[i]
+		for j := i + 1; j < n; j++ {
+			if b.Seq[j] == seq {
+				last = b.Pos[j]
 			}
+		}
+		if err := cache.Reserve(seq, int(last)+1); err != nil {
+			return fmt.Errorf("model: KV cache for sequence %d at positions [%d,%d]: %w", seq, b.Pos[i], last, err)
 		}
 	}
 	// Token embeddings and the rotary table of each token's position.

@@ -12,6 +12,7 @@ import (
 
 	"braid/internal/gguf"
 	"braid/internal/kernels"
+	"braid/internal/kvcache"
 	"braid/internal/sharedmodels"
 )
 
@@ -123,7 +124,7 @@ func TestGoldenLogits(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				cache, err := m.NewCache(128, kv == ".kvf32")
+				cache, err := m.NewCache(CacheSize{Positions: 128, F32: kv == ".kvf32"})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -207,4 +208,68 @@ func maxDiff(a, b []float32) (float64, int) {
 		}
 	}
 	return worst, at
+}
+
+// TestWindowRingMatchesFullCache runs a sliding-window model far past its
+// window on the windowed cache (a ring of blocks per sequence, wrapping
+// many times) and on a cache that keeps every position, prompt chunks and
+// decode steps alike: the logits must be identical bit for bit, since the
+// attention reads the same window from both.
+func TestWindowRingMatchesFullCache(t *testing.T) {
+	path := filepath.Join(sharedModels, "gpt-oss", "tiny-gpt-oss-F32.gguf")
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Skipf("no shared gpt-oss model: %v", err)
+	}
+	defer f.Close()
+	pool := kernels.NewPool(1)
+	defer pool.Close()
+	m, err := New(f, pool, Options{MaxBatch: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ringCache, err := m.NewCache(CacheSize{Positions: 2048, Ctx: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ringCache.Config().RingBlocks() == 0 {
+		t.Fatal("gpt-oss's sliding layers got no ring")
+	}
+	full := CacheConfig(&m.Cfg, &m.sh, CacheSize{Positions: 2048})
+	full.Window = nil
+	fullCache, err := kvcache.New(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ringCache.Bytes() >= fullCache.Bytes() {
+		t.Errorf("windowed cache %d bytes, full %d: the sliding layers' memory did not shrink", ringCache.Bytes(), fullCache.Bytes())
+	}
+	V := m.Cfg.Vocab
+	a, b := make([]float32, 5*V), make([]float32, 5*V)
+	var batch Batch
+	for pos := 0; pos < 240; {
+		batch.Reset()
+		n := 1
+		if pos < 60 {
+			n = 1 + pos%4 // prompt chunks of 1..4 tokens
+		}
+		for i := 0; i < n; i++ {
+			batch.Add(int32((pos+i)*37%(V-3)+3), int32(pos+i), 0, true)
+		}
+		if err := m.Forward(ringCache, &batch, a); err != nil {
+			t.Fatalf("ring cache at %d: %v", pos, err)
+		}
+		if err := m.Forward(fullCache, &batch, b); err != nil {
+			t.Fatalf("full cache at %d: %v", pos, err)
+		}
+		for i := range a[:n*V] {
+			if a[i] != b[i] {
+				t.Fatalf("position %d: logit %d is %g on the ring cache, %g on the full cache", pos+i/V, i%V, a[i], b[i])
+			}
+		}
+		pos += n
+	}
+	if st := ringCache.Stats(); st.RingBlocksUsed > ringCache.Config().RingBlocks() {
+		t.Errorf("one sequence holds %d ring blocks, more than a ring of %d", st.RingBlocksUsed, ringCache.Config().RingBlocks())
+	}
 }

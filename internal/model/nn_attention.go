@@ -183,13 +183,13 @@ func (m *Model) attention(lo, hi int) {
 				start = max(0, pos-window+1)
 			}
 			q := s.q[i*nh*hd+h*hd : i*nh*hd+(h+1)*hd]
-			table := cache.Blocks(seq)
+			table, ring := cache.Table(l, seq)
 			// Block by block: one block lookup per BlockSize positions,
 			// then this head's rows at a fixed stride.
 			first := start - start%bs
 			if f32 {
 				for b0 := first; b0 <= pos; b0 += bs {
-					kb := cache.KF32(l, table[b0/bs])
+					kb := cache.KF32(l, blockOf(table, ring, b0/bs))
 					t0 := max(b0, start)
 					for t, o := t0, (t0-b0)*kvdim+kvh*hd; t < min(b0+bs, pos+1); t, o = t+1, o+kvdim {
 						sc.scores[t] = kernels.DotF32(kb[o:o+hd], q) * scale
@@ -199,7 +199,7 @@ func (m *Model) attention(lo, hi int) {
 				kernels.F32ToF16Row(sc.qh16, q)
 				kernels.F16ToF32Row(sc.qh, sc.qh16)
 				for b0 := first; b0 <= pos; b0 += bs {
-					kb := cache.KF16(l, table[b0/bs])
+					kb := cache.KF16(l, blockOf(table, ring, b0/bs))
 					t0 := max(b0, start)
 					kernels.DotF16Rows(sc.scores[t0:min(b0+bs, pos+1)], kb[(t0-b0)*kvdim+kvh*hd:], kvdim, sc.qh, scale)
 				}
@@ -215,7 +215,7 @@ func (m *Model) attention(lo, hi int) {
 			clear(out)
 			if f32 {
 				for b0 := first; b0 <= pos; b0 += bs {
-					vb := cache.VF32(l, table[b0/bs])
+					vb := cache.VF32(l, blockOf(table, ring, b0/bs))
 					t0 := max(b0, start)
 					for t, o := t0, (t0-b0)*kvdim+kvh*hd; t < min(b0+bs, pos+1); t, o = t+1, o+kvdim {
 						kernels.AxpyF32(out, sc.scores[t], vb[o:o+hd])
@@ -227,11 +227,20 @@ func (m *Model) attention(lo, hi int) {
 				kernels.F32ToF16Row(sc.scores16[start:pos+1], row)
 				kernels.F16ToF32Row(row, sc.scores16[start:pos+1])
 				for b0 := first; b0 <= pos; b0 += bs {
-					vb := cache.VF16(l, table[b0/bs])
+					vb := cache.VF16(l, blockOf(table, ring, b0/bs))
 					t0 := max(b0, start)
 					kernels.AxpyF16Rows(out, sc.scores[t0:min(b0+bs, pos+1)], vb[(t0-b0)*kvdim+kvh*hd:], kvdim)
 				}
 			}
 		}
 	}
+}
+
+// blockOf is block i of a sequence in a table from kvcache.Table: a ring
+// (windowed layers) wraps.
+func blockOf(table []int32, ring, i int) int32 {
+	if ring > 0 {
+		i %= ring
+	}
+	return table[i]
 }

@@ -329,11 +329,11 @@ func TestShardSizes(t *testing.T) {
 		if got, want := scratchBytes(&m.s), ScratchBytes(c, sh, 8, 2, 0); got != want {
 			t.Errorf("rank %d: scratch %d bytes, ScratchBytes says %d", i, got, want)
 		}
-		cache, err := m.NewCache(100, false)
+		cache, err := m.NewCache(CacheSize{Positions: 100})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, want := cache.Bytes(), KVBytes(CacheConfig(c, sh, 100, false)); got != want {
+		if got, want := cache.Bytes(), KVBytes(CacheConfig(c, sh, CacheSize{Positions: 100, MaxStep: 8})); got != want {
 			t.Errorf("rank %d: KV cache %d bytes, KVBytes says %d", i, got, want)
 		}
 	}

@@ -55,7 +55,7 @@ func newWorld(t testing.TB, f *gguf.Model, shards []Shard, tp, pp, positions int
 		if err != nil {
 			t.Fatalf("rank %d (%s): %v", rank, sh.String(), err)
 		}
-		cache, err := m.NewCache(positions, f32)
+		cache, err := m.NewCache(CacheSize{Positions: positions, F32: f32})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -332,7 +332,7 @@ func checkAllSplits(t *testing.T, f *gguf.Model, name string, f32 bool, cases fu
 	if err != nil {
 		t.Fatal(err)
 	}
-	cache, err := m.NewCache(64, f32)
+	cache, err := m.NewCache(CacheSize{Positions: 64, F32: f32})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -378,7 +378,7 @@ func TestPipelineMicroBatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cache, err := one.NewCache(128, true)
+	cache, err := one.NewCache(CacheSize{Positions: 128, Ctx: 64, F32: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -425,7 +425,7 @@ func TestPipelineMicroBatches(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cache, err := m.NewCache(128, true)
+		cache, err := m.NewCache(CacheSize{Positions: 128, Ctx: 64, F32: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -238,7 +238,7 @@ func Compute(c *model.Config, blk model.Blocks, weightBytes func(*model.Shard) (
 		if err != nil {
 			return nil, fmt.Errorf("plan: rank %d (%s): %w", i, req.Ranks[i].Name, err)
 		}
-		kv := model.KVBytes(model.CacheConfig(c, sh, req.Ctx*par, req.KVF32))
+		kv := model.KVBytes(model.CacheConfig(c, sh, model.CacheSize{Positions: req.Ctx * par, Ctx: req.Ctx, MaxStep: batch, F32: req.KVF32}))
 		scratch := model.ScratchBytes(c, sh, batch, threads, req.Ctx)
 		if sh.LastStage(c) {
 			scratch += 4 * int64(sh.Vocab()) * int64(max(par, 1))

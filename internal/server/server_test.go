@@ -69,7 +69,7 @@ func startServer(t *testing.T, o opts) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cache, err := m.NewCache(o.parallel*o.ctx, false)
+	cache, err := m.NewCache(model.CacheSize{Positions: o.parallel * o.ctx, Ctx: o.ctx})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +321,7 @@ func TestGreedyMatchesGenerator(t *testing.T) {
 	// The reference runs on its own model instance: the server's is owned
 	// by its scheduler.
 	_, m := openModel(t)
-	cache, _ := m.NewCache(256, false)
+	cache, _ := m.NewCache(model.CacheSize{Positions: 256})
 	p := sample.DefaultParams()
 	p.Temperature = 0
 	smp, _ := sample.New(p, m.Cfg.Vocab)
