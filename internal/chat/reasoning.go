@@ -64,6 +64,24 @@ func (f ReasoningFormat) Tags() []string {
 	return nil
 }
 
+// Vocabulary is the part of a tokenizer that ControlTags needs.
+type Vocabulary interface {
+	TokenID(text string) (int32, bool)
+	IsControl(id int32) bool
+}
+
+// ControlTags are the ids of f's tags that are control tokens in vocab:
+// those a detokenizer drops unless told to write them out.
+func (f ReasoningFormat) ControlTags(vocab Vocabulary) map[int32]bool {
+	ids := map[int32]bool{}
+	for _, tag := range f.Tags() {
+		if id, ok := vocab.TokenID(tag); ok && vocab.IsControl(id) {
+			ids[id] = true
+		}
+	}
+	return ids
+}
+
 // ReasoningEfforts are the values of the reasoning_effort template variable
 // that reasoning templates (gpt-oss's) know.
 var ReasoningEfforts = []string{"low", "medium", "high"}

@@ -284,3 +284,27 @@ func FuzzReasoningParser(f *testing.F) {
 		}
 	})
 }
+
+type fakeVocab map[string]bool // token text -> is a control token
+
+func (v fakeVocab) TokenID(text string) (int32, bool) {
+	for i, t := range []string{"<think>", "</think>", "<|channel|>", "<|message|>"} {
+		if t == text && v[t] {
+			return int32(i), true
+		}
+	}
+	return -1, false
+}
+
+func (v fakeVocab) IsControl(id int32) bool { return id == 1 }
+
+func TestControlTags(t *testing.T) {
+	v := fakeVocab{"<think>": true, "</think>": true}
+	got := ReasoningThink.ControlTags(v)
+	if len(got) != 1 || !got[1] {
+		t.Errorf("think: %v, want only </think> (id 1), the control one", got)
+	}
+	if got := ReasoningHarmony.ControlTags(v); len(got) != 0 {
+		t.Errorf("harmony on a vocabulary without its tags: %v", got)
+	}
+}

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -104,6 +106,16 @@ type chatRequest struct {
 	Logprobs    *bool          `json:"logprobs"`
 	TopLogprobs *int           `json:"top_logprobs"`
 	Tools       []any          `json:"tools"`
+	// ReasoningEffort is OpenAI's field; it reaches the template as the
+	// variable reasoning_effort, which gpt-oss's template writes into the
+	// system message.
+	ReasoningEffort *string `json:"reasoning_effort"`
+	// ReasoningFormat is llama-server's switch: "none" sends the raw text
+	// as content instead of splitting off reasoning_content.
+	ReasoningFormat *string `json:"reasoning_format"`
+	// ChatTemplateKwargs (llama-server's and vLLM's extension) are further
+	// template variables, such as enable_thinking.
+	ChatTemplateKwargs map[string]json.RawMessage `json:"chat_template_kwargs"`
 }
 
 // completionRequest is the body of POST /v1/completions.
@@ -326,4 +338,55 @@ func parsePrompt(raw json.RawMessage) (text string, ids []int32, e *apiError) {
 		return "", nil, badRequest("prompt", "a batch of %d prompts is not supported: send one prompt per request", len(list))
 	}
 	return "", nil, badRequest("prompt", "prompt must be a string or a list of token ids")
+}
+
+// reservedKwargs are template variables the request sets by other fields;
+// chat_template_kwargs must not replace them behind those fields' checks.
+var reservedKwargs = map[string]bool{"messages": true, "tools": true, "add_generation_prompt": true, chat.NowVar: true}
+
+// templateVars gathers the request's extra template variables:
+// chat_template_kwargs, then reasoning_effort over them. A reasoning_effort
+// must be one the templates know, whichever field carries it.
+func (q *chatRequest) templateVars() (map[string]any, *apiError) {
+	vars := map[string]any{}
+	for _, k := range slices.Sorted(maps.Keys(q.ChatTemplateKwargs)) {
+		if reservedKwargs[k] {
+			return nil, badRequest("chat_template_kwargs", "chat_template_kwargs must not set %q; it comes from the request's own field", k)
+		}
+		v := q.ChatTemplateKwargs[k]
+		if k == "reasoning_effort" {
+			var e string
+			if json.Unmarshal(v, &e) != nil {
+				return nil, badRequest("chat_template_kwargs", "chat_template_kwargs.reasoning_effort must be a string, not %s", v)
+			}
+			if err := chat.CheckReasoningEffort(e); err != nil {
+				return nil, badRequest("chat_template_kwargs", "chat_template_kwargs: %v", err)
+			}
+		}
+		vars[k] = v
+	}
+	if q.ReasoningEffort != nil {
+		if err := chat.CheckReasoningEffort(*q.ReasoningEffort); err != nil {
+			return nil, badRequest("reasoning_effort", "%v", err)
+		}
+		vars["reasoning_effort"] = *q.ReasoningEffort
+	}
+	return vars, nil
+}
+
+// reasoningFormats are the reasoning_format values accepted: llama-server's
+// "none" (raw text), and the names it gives the default split.
+var reasoningFormats = []string{"none", "auto", "deepseek"}
+
+// splitReasoning says whether the reply separates reasoning_content from
+// content.
+func (q *chatRequest) splitReasoning() (bool, *apiError) {
+	if q.ReasoningFormat == nil {
+		return true, nil
+	}
+	f := *q.ReasoningFormat
+	if !slices.Contains(reasoningFormats, f) {
+		return false, badRequest("reasoning_format", "reasoning_format %q is not one of %s", f, strings.Join(reasoningFormats, ", "))
+	}
+	return f != "none", nil
 }

@@ -6,7 +6,8 @@ import (
 )
 
 // FuzzParseRequest drives the request parsing and validation of both
-// completion endpoints: any body must give a request or a 400-class error,
+// completion endpoints (with the chat template variables and the reasoning
+// switch): any body must give a request or a 400-class error,
 // never a panic.
 func FuzzParseRequest(f *testing.F) {
 	for _, s := range []string{
@@ -16,6 +17,8 @@ func FuzzParseRequest(f *testing.F) {
 		`{"model":"m","prompt":["one"],"stream":true,"stream_options":{"include_usage":true}}`,
 		`{"model":"m","prompt":[[1,2]],"top_p":0}`,
 		`{"messages":[{"role":"tool","content":null}],"max_completion_tokens":-3}`,
+		`{"model":"m","messages":[],"reasoning_effort":"high","reasoning_format":"none","chat_template_kwargs":{"enable_thinking":false}}`,
+		`{"reasoning_effort":"max","chat_template_kwargs":{"reasoning_effort":1,"messages":null}}`,
 		`[1]`, `{"max_tokens":"x"}`, "{\"prompt\":\"\xff\"}", `{"temperature":1e400}`,
 	} {
 		f.Add([]byte(s))
@@ -25,6 +28,14 @@ func FuzzParseRequest(f *testing.F) {
 		if e := parseJSON(body, &c); e == nil {
 			if _, _, e := c.params(func() uint64 { return 1 }); e != nil && e.Status != 400 {
 				t.Fatalf("params: status %d", e.Status)
+			}
+			if vars, e := c.templateVars(); e != nil && e.Status != 400 {
+				t.Fatalf("templateVars: status %d", e.Status)
+			} else if e == nil && c.ReasoningEffort != nil && vars["reasoning_effort"] != *c.ReasoningEffort {
+				t.Fatalf("reasoning_effort %q not passed on: %v", *c.ReasoningEffort, vars["reasoning_effort"])
+			}
+			if _, e := c.splitReasoning(); e != nil && e.Status != 400 {
+				t.Fatalf("splitReasoning: status %d", e.Status)
 			}
 			if e := checkMessages(c.Messages); e == nil {
 				for _, m := range c.Messages {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"braid/internal/chat"
 	"braid/internal/engine"
 	"braid/internal/sample"
 	"braid/internal/tokenizer"
@@ -51,6 +52,9 @@ type textLogprobs struct {
 type chatMessage struct {
 	Role    string  `json:"role,omitempty"`
 	Content *string `json:"content,omitempty"`
+	// ReasoningContent is the model's reasoning, as DeepSeek's API and
+	// vLLM name it.
+	ReasoningContent string `json:"reasoning_content,omitempty"`
 }
 
 type choice struct {
@@ -96,7 +100,7 @@ func (g *generation) resp(object string) response {
 
 // take handles one token: timing, logprobs, text; it returns the text to
 // send and whether a stop string ended the generation.
-func (g *generation) take(t engine.Token) (string, bool) {
+func (g *generation) take(t engine.Token) (chat.Split, bool) {
 	g.ntok++
 	if g.ntok == 1 {
 		g.s.metrics.observeTTFT(t.At.Sub(g.start))
@@ -109,7 +113,27 @@ func (g *generation) take(t engine.Token) (string, bool) {
 	}
 	out, stop := g.text.add(t.ID)
 	g.offset += len(out)
-	return out, stop
+	return g.split(out), stop
+}
+
+// split divides released text into reasoning and content.
+func (g *generation) split(text string) chat.Split {
+	if g.j.reasoning == nil {
+		return chat.Split{Content: text}
+	}
+	return g.j.reasoning.Add(text)
+}
+
+// flush returns what the reasoning parser still holds at the end.
+func (g *generation) flush() chat.Split {
+	if g.j.reasoning == nil {
+		return chat.Split{}
+	}
+	return g.j.reasoning.Flush()
+}
+
+func join(a, b chat.Split) chat.Split {
+	return chat.Split{Reasoning: a.Reasoning + b.Reasoning, Content: a.Content + b.Content}
 }
 
 func (g *generation) addLogprob(t engine.Token) {
@@ -206,7 +230,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, b *Backend, j *job,
 		writeError(w, &apiError{Status: http.StatusInternalServerError, Type: "server_error", Message: err.Error()})
 		return
 	}
-	g := &generation{s: s, b: b, j: j, text: newTextStream(b.Tok, j.stops), start: start, id: newID("cmpl-")}
+	g := &generation{s: s, b: b, j: j, text: newTextStream(b.Tok, j.stops, j.render), start: start, id: newID("cmpl-")}
 	if j.chat {
 		g.id = newID("chatcmpl-")
 	}
@@ -218,9 +242,9 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, b *Backend, j *job,
 }
 
 // drive receives tokens until the end, a stop string, or the client leaving;
-// emit gets the text of each batch of tokens. It returns the finish reason
-// ("" when the client left) and the engine's result.
-func (g *generation) drive(ctx context.Context, cancel context.CancelFunc, st *engine.Stream, emit func(text string) error) (string, engine.Result, error) {
+// emit gets the text of each token. It returns the finish reason ("" when
+// the client left) and the engine's result.
+func (g *generation) drive(ctx context.Context, cancel context.CancelFunc, st *engine.Stream, emit func(d chat.Split) error) (string, engine.Result, error) {
 	var toks []engine.Token
 	for {
 		var done bool
@@ -232,20 +256,20 @@ func (g *generation) drive(ctx context.Context, cancel context.CancelFunc, st *e
 		// One event per token, also when several arrived together (a
 		// client counting events, or timing them, sees every token), except
 		// the stream's last, which goes out with the flushed rest below.
-		out := ""
+		var out chat.Split
 		for i, t := range toks {
 			s, stopped := g.take(t)
 			if stopped {
 				// The engine may still run a step for this sequence;
 				// cancelling frees its slot at the next one.
 				cancel()
-				return "stop", st.Result(), emit(s)
+				return "stop", st.Result(), emit(join(s, g.flush()))
 			}
 			if done && i == len(toks)-1 {
 				out = s
 				break
 			}
-			if s != "" || g.chatLP != nil || g.textLP != nil {
+			if s != (chat.Split{}) || g.chatLP != nil || g.textLP != nil {
 				if err := emit(s); err != nil {
 					return "", engine.Result{}, err
 				}
@@ -256,7 +280,7 @@ func (g *generation) drive(ctx context.Context, cancel context.CancelFunc, st *e
 		}
 		res := st.Result()
 		rest, stopped := g.text.flush()
-		out += rest
+		out = join(out, join(g.split(rest), g.flush()))
 		g.offset += len(rest)
 		if err := emit(out); err != nil {
 			return "", res, err
@@ -281,10 +305,11 @@ func (g *generation) drive(ctx context.Context, cancel context.CancelFunc, st *e
 }
 
 func (s *Server) whole(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, st *engine.Stream, g *generation) {
-	var text []byte
+	var text, reasoning []byte
 	var lps []any
-	finish, res, err := g.drive(ctx, cancel, st, func(t string) error {
-		text = append(text, t...)
+	finish, res, err := g.drive(ctx, cancel, st, func(d chat.Split) error {
+		text = append(text, d.Content...)
+		reasoning = append(reasoning, d.Reasoning...)
 		if lp := g.takeLogprobs(); lp != nil {
 			lps = append(lps, lp)
 		}
@@ -304,7 +329,7 @@ func (s *Server) whole(ctx context.Context, cancel context.CancelFunc, w http.Re
 	var resp response
 	if g.j.chat {
 		resp = g.resp("chat.completion")
-		c.Message = &chatMessage{Role: "assistant", Content: &str}
+		c.Message = &chatMessage{Role: "assistant", Content: &str, ReasoningContent: string(reasoning)}
 	} else {
 		resp = g.resp("text_completion")
 		c.Text = &str
@@ -396,11 +421,20 @@ func (s *Server) stream(ctx context.Context, cancel context.CancelFunc, w http.R
 		r.Choices = []choice{c}
 		return r
 	}
-	finish, res, err := g.drive(ctx, cancel, st, func(text string) error {
-		if text == "" && g.chatLP == nil && g.textLP == nil {
+	finish, res, err := g.drive(ctx, cancel, st, func(d chat.Split) error {
+		// A piece holds both only where the reasoning ends and the answer
+		// starts, so reasoning first keeps the order the model wrote.
+		if d.Reasoning != "" {
+			r := g.resp(object)
+			r.Choices = []choice{{Delta: &chatMessage{ReasoningContent: d.Reasoning}, Logprobs: g.takeLogprobs()}}
+			if err := send(r); err != nil {
+				return err
+			}
+		}
+		if d.Content == "" && g.chatLP == nil && g.textLP == nil {
 			return nil
 		}
-		return send(chunk(text, nil))
+		return send(chunk(d.Content, nil))
 	})
 	if err != nil {
 		if ctx.Err() != nil {

@@ -49,6 +49,13 @@ type Backend struct {
 	// Ranks, when the model runs on a cluster, gives the per-rank step
 	// times and the data-plane links for /metrics; nil on one node.
 	Ranks engine.Ranked
+
+	// reasoning is how the model's output marks its reasoning, read from
+	// the template by SetReady.
+	reasoning chat.ReasoningFormat
+	// render are the control tokens that chat replies write out although
+	// the detokenizer drops control tokens: the reasoning format's tags.
+	render map[int32]bool
 }
 
 // Server handles the HTTP API. It can answer before the model is loaded
@@ -82,6 +89,9 @@ func (s *Server) SetReady(b *Backend) {
 	if b.Template == nil {
 		b.Template = chat.ChatML()
 	}
+	b.reasoning = chat.DetectReasoning(b.Template.Source())
+	b.render = b.reasoning.ControlTags(b.Tok)
+	s.cfg.Logf("reasoning format from the chat template: %s (%d control tokens written out for it)", b.reasoning, len(b.render))
 	s.mu.Lock()
 	s.backend, s.notReady = b, ""
 	s.mu.Unlock()
@@ -282,6 +292,10 @@ type job struct {
 	topLogprobs int // -1: no logprobs
 	ignoreEOS   bool
 	engine      engine.Job
+	// render are control tokens to write out (chat replies only).
+	render map[int32]bool
+	// reasoning splits a chat reply; nil sends all text as content.
+	reasoning *chat.ReasoningParser
 }
 
 // readRequest does what both generation endpoints check first: the method,
@@ -320,6 +334,16 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
+	extra, e := req.templateVars()
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	split, e := req.splitReasoning()
+	if e != nil {
+		writeError(w, e)
+		return
+	}
 	top := -1
 	if req.Logprobs != nil && *req.Logprobs {
 		top = 0
@@ -342,7 +366,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, unavailable(why))
 		return
 	}
-	opts := chat.Options{AddGenerationPrompt: true}
+	opts := chat.Options{AddGenerationPrompt: true, Extra: extra}
 	if b.Tok.BOS() >= 0 {
 		opts.BOS = b.Tok.TokenText(b.Tok.BOS())
 	}
@@ -363,7 +387,10 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ids := b.Tok.Encode(text, true, true)
-	j := &job{chat: true, model: req.Model, prompt: ids, stream: req.Stream, stops: req.Stop, topLogprobs: top, ignoreEOS: req.IgnoreEOS}
+	j := &job{chat: true, model: req.Model, prompt: ids, stream: req.Stream, stops: req.Stop, topLogprobs: top, ignoreEOS: req.IgnoreEOS, render: b.render}
+	if split && b.reasoning != chat.ReasoningNone {
+		j.reasoning = chat.NewReasoningParser(b.reasoning, text)
+	}
 	j.usageChunk = req.StreamOptions != nil && req.StreamOptions.IncludeUsage
 	s.run(w, r, b, j, params, maxTok, start)
 }

@@ -11,13 +11,14 @@ import (
 // sent even when it spans several tokens.
 type textStream struct {
 	dec     *tokenizer.Decoder
+	render  map[int32]bool // control tokens written out, not dropped
 	stops   []string
 	pending string // decoded, not yet sent
 	stopped bool
 }
 
-func newTextStream(tok *tokenizer.Tokenizer, stops []string) *textStream {
-	return &textStream{dec: tok.NewDecoder(), stops: stops}
+func newTextStream(tok *tokenizer.Tokenizer, stops []string, render map[int32]bool) *textStream {
+	return &textStream{dec: tok.NewDecoder(), render: render, stops: stops}
 }
 
 // add takes one token and returns the text that can be sent now; once a stop
@@ -27,6 +28,7 @@ func (t *textStream) add(id int32) (string, bool) {
 	if t.stopped {
 		return "", true
 	}
+	t.dec.RenderSpecial = t.render[id]
 	t.pending += t.dec.Add(id)
 	return t.release(false)
 }
