@@ -141,3 +141,82 @@ func seqPos(n int) []int32 {
 	}
 	return p
 }
+
+// TestBadGptOss refuses gpt-oss variants and damage at load, naming what is
+// wrong: a window larger than the context, a gating function it does not
+// implement, a window pattern that does not fit the layers, an expert
+// tensor whose expert count does not match the metadata, missing sinks.
+func TestBadGptOss(t *testing.T) {
+	src := filepath.Join(sharedModels, "gpt-oss", "tiny-gpt-oss-F32.gguf")
+	base, err := gguf.Open(src)
+	if err != nil {
+		t.Skipf("no shared gpt-oss model: %v", err)
+	}
+	defer base.Close()
+	keepT := func(ti *gguf.Tensor) ([]int64, bool) { return ti.Shape, true }
+	setKV := func(key string, val gguf.Value) func(string, gguf.Value) (gguf.Value, bool) {
+		return func(k string, v gguf.Value) (gguf.Value, bool) {
+			if k == key {
+				return val, true
+			}
+			return v, true
+		}
+	}
+	addKV := func(key string, val gguf.Value) func(*gguf.Writer) { return func(w *gguf.Writer) { w.Set(key, val) } }
+	tests := []struct {
+		name  string
+		kv    func(string, gguf.Value) (gguf.Value, bool)
+		add   func(*gguf.Writer)
+		ten   func(*gguf.Tensor) ([]int64, bool)
+		wants []string
+	}{
+		{"window beyond context", setKV("gpt-oss.attention.sliding_window", gguf.Uint32(200000)), nil, keepT, []string{"sliding window 200000", "131072"}},
+		{"sigmoid gating", nil, addKV("gpt-oss.expert_gating_func", gguf.Uint32(2)), keepT, []string{"expert_gating_func", "not supported"}},
+		{"window pattern", nil, addKV("gpt-oss.attention.sliding_window_pattern", gguf.Uint32(9)), keepT, []string{"sliding_window_pattern", "9"}},
+		{"expert count", setKV("gpt-oss.expert_count", gguf.Uint32(8)), nil, keepT, []string{"blk.0.ffn_gate_inp.weight", "shape"}},
+		{"missing sinks", nil, nil, func(ti *gguf.Tensor) ([]int64, bool) { return ti.Shape, ti.Name != "blk.1.attn_sinks.weight" }, []string{"blk.1.attn_sinks.weight", "missing"}},
+		{"used beyond experts", setKV("gpt-oss.expert_used_count", gguf.Uint32(5)), nil, keepT, []string{"5 experts used", "4 experts"}},
+	}
+	pool := kernels.NewPool(1)
+	defer pool.Close()
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w := gguf.NewWriter()
+			for _, kv := range base.KVs() {
+				if tc.kv == nil {
+					w.Set(kv.Key, kv.Value)
+				} else if v, ok := tc.kv(kv.Key, kv.Value); ok {
+					w.Set(kv.Key, v)
+				}
+			}
+			if tc.add != nil {
+				tc.add(w)
+			}
+			for _, ti := range base.Tensors {
+				if shape, keep := tc.ten(ti); keep {
+					if err := w.AddTensor(ti.Name, ti.Type, shape, ti.Data); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			path := filepath.Join(t.TempDir(), "bad.gguf")
+			if err := w.WriteFile(path); err != nil {
+				t.Fatal(err)
+			}
+			f, err := gguf.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			_, err = New(f, pool, Options{})
+			if err == nil {
+				t.Fatal("New succeeded")
+			}
+			for _, want := range tc.wants {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not mention %q", err, want)
+				}
+			}
+		})
+	}
+}
