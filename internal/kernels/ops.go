@@ -532,14 +532,16 @@ func opsHalfToF32(h uint16) float32 {
 
 // SwiGLUOAI sets dst = x·sigmoid(alpha·x)·(y+1) with x = min(gate, limit)
 // and y = clamp(up, -limit, limit): gpt-oss's clamped gated activation
-// (ggml's swiglu_oai). dst may alias either input.
+// (ggml's swiglu_oai). dst may alias either input. The exponential is
+// expF32, as in SwiGLU: float64 math.Exp cost as much as the expert's
+// matrix rows on a decode step.
 func SwiGLUOAI(dst, gate, up []float32, alpha, limit float32) {
 	gate = gate[:len(dst)]
 	up = up[:len(dst)]
 	for i := range dst {
 		x := min(gate[i], limit)
 		y := min(max(up[i], -limit), limit)
-		g := x / (1 + float32(math.Exp(float64(-alpha*x))))
+		g := x / (1 + expF32(-alpha*x))
 		dst[i] = g * (y + 1)
 	}
 }

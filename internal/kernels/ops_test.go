@@ -832,3 +832,34 @@ func BenchmarkOpsSiLU4096(b *testing.B) {
 		SiLU(y)
 	}
 }
+
+// TestSwiGLUOAI checks gpt-oss's clamped activation against the formula in
+// float64: x = min(g, limit), y = clamp(u, ±limit), x·σ(αx)·(y+1), the
+// clamps included (values beyond ±limit on both inputs), aliasing dst and
+// gate.
+func TestSwiGLUOAI(t *testing.T) {
+	const alpha, limit = 1.702, 7.0
+	rng := rand.New(rand.NewPCG(7, 9))
+	n := 1000
+	gate, up := make([]float32, n), make([]float32, n)
+	for i := range gate {
+		gate[i] = float32(rng.NormFloat64() * 6)
+		up[i] = float32(rng.NormFloat64() * 6)
+	}
+	gate[0], up[0] = 30, -30 // both clamped
+	want := make([]float64, n)
+	for i := range want {
+		x := math.Min(float64(gate[i]), limit)
+		y := math.Min(math.Max(float64(up[i]), -limit), limit)
+		want[i] = x / (1 + math.Exp(-alpha*x)) * (y + 1)
+	}
+	SwiGLUOAI(gate, gate, up, alpha, limit)
+	for i := range want {
+		if d := math.Abs(float64(gate[i]) - want[i]); d > 1e-5*math.Max(1, math.Abs(want[i])) {
+			t.Fatalf("value %d: %g, want %g", i, gate[i], want[i])
+		}
+	}
+	if got := float64(gate[0]); math.Abs(got-7/(1+math.Exp(-alpha*7))*(-6)) > 1e-4 {
+		t.Errorf("clamped value %g, want x=7, y=-7", got)
+	}
+}
