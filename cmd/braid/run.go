@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 
 	"braid/internal/chat"
 	"braid/internal/engine"
@@ -18,7 +19,7 @@ func init() {
 }
 
 func runRun(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("run", "-m MODEL -p TEXT [-n N] [--chat] [--system TEXT] [--temp T] [--top-k K] [--top-p P] [--seed S] [-c CTX] [-t THREADS]", stderr)
+	fs := newFlags("run", "-m MODEL -p TEXT [-n N] [--chat [--system TEXT] [--hide-reasoning] [--reasoning-format auto|none] [--reasoning-effort E]] [--temp T] [--top-k K] [--top-p P] [--seed S] [-c CTX] [-t THREADS]", stderr)
 	var mf modelFlags
 	mf.register(fs)
 	var cf clusterFlags
@@ -27,6 +28,9 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	n := fs.Int("n", 128, "most tokens to generate")
 	useChat := fs.Bool("chat", false, "wrap the prompt as a user message in the model's chat template")
 	system := fs.String("system", "", "system message (with --chat)")
+	hideReasoning := fs.Bool("hide-reasoning", false, "with --chat, print only the answer, not the model's reasoning")
+	reasoningFormat := fs.String("reasoning-format", "auto", "with --chat: auto shows reasoning apart from the answer; none prints the raw text")
+	reasoningEffort := fs.String("reasoning-effort", "", "with --chat: low, medium or high, passed to the chat template (gpt-oss reads it)")
 	def := sample.DefaultParams()
 	temp := fs.Float64("temp", float64(def.Temperature), "temperature; 0 = greedy")
 	topK := fs.Int("top-k", def.TopK, "top-k; 0 = off")
@@ -42,6 +46,14 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	}
 	if *n < 0 {
 		return usagef("-n %d: must not be negative", *n)
+	}
+	if *reasoningFormat != "auto" && *reasoningFormat != "none" {
+		return usagef("--reasoning-format %q: must be auto or none", *reasoningFormat)
+	}
+	if *reasoningEffort != "" {
+		if err := chat.CheckReasoningEffort(*reasoningEffort); err != nil {
+			return usagef("--reasoning-effort: %v", err)
+		}
 	}
 	params := def
 	params.Temperature, params.TopK, params.TopP, params.MinP = float32(*temp), *topK, float32(*topP), float32(*minP)
@@ -59,9 +71,21 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	text := *prompt
+	dec := tok.NewDecoder()
+	out := &chatPrinter{w: stdout}
+	var render map[int32]bool
 	if *useChat {
-		if text, err = renderChat(l, tok, *system, *prompt, stderr); err != nil {
+		var tmpl *chat.Template
+		if text, tmpl, err = renderChat(l, tok, *system, *prompt, *reasoningEffort, stderr); err != nil {
 			return err
+		}
+		// The format's tags are written out even as raw text: without
+		// them the reasoning and the answer run together.
+		f := chat.DetectReasoning(tmpl.Source())
+		render = f.ControlTags(tok)
+		if f != chat.ReasoningNone && *reasoningFormat != "none" {
+			out.parser = chat.NewReasoningParser(f, text)
+			out.hide, out.tty = *hideReasoning, isTerminal(stdout) && os.Getenv("NO_COLOR") == ""
 		}
 	}
 	ids := tok.Encode(text, true, *useChat)
@@ -71,15 +95,15 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()
-	dec := tok.NewDecoder()
 	st, err := l.generate(ctx, engine.Request{
 		Prompt: ids, MaxTokens: *n, Context: l.ctx, Sampler: smp, Stop: tok.IsEOG,
 		Emit: func(id int32) error {
-			_, err := io.WriteString(stdout, dec.Add(id))
-			return err
+			dec.RenderSpecial = render[id]
+			return out.write(dec.Add(id))
 		},
 	})
-	io.WriteString(stdout, dec.Flush())
+	out.write(dec.Flush())
+	out.close()
 	fmt.Fprintln(stdout)
 	fmt.Fprintf(stderr, "prompt %d tokens, %.1f tok/s | generated %d tokens, %.1f tok/s | time to first token %.0f ms\n",
 		st.PromptTokens, st.PrefillTPS(), st.GenTokens, st.DecodeTPS(), float64(st.TTFT.Microseconds())/1000)
@@ -87,13 +111,13 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 }
 
 // renderChat wraps the prompt in the model's chat template, or ChatML (said
-// on stderr) when the model has none.
-func renderChat(l *loaded, tok *tokenizer.Tokenizer, system, prompt string, stderr io.Writer) (string, error) {
+// on stderr) when the model has none, and returns the template too.
+func renderChat(l *loaded, tok *tokenizer.Tokenizer, system, prompt, effort string, stderr io.Writer) (string, *chat.Template, error) {
 	var t *chat.Template
 	if src, ok := l.file.String("tokenizer.chat_template"); ok && src != "" {
 		var err error
 		if t, err = chat.Parse("tokenizer.chat_template", src); err != nil {
-			return "", err
+			return "", nil, err
 		}
 	} else {
 		fmt.Fprintln(stderr, "braid: the model has no chat template; using ChatML")
@@ -111,5 +135,84 @@ func renderChat(l *loaded, tok *tokenizer.Tokenizer, system, prompt string, stde
 	if tok.EOS() >= 0 {
 		opts.EOS = tok.TokenText(tok.EOS())
 	}
-	return t.RenderChat(msgs, opts)
+	if effort != "" {
+		opts.Extra = map[string]any{"reasoning_effort": effort}
+	}
+	text, err := t.RenderChat(msgs, opts)
+	return text, t, err
+}
+
+// chatPrinter writes generated text, the reasoning apart from the answer:
+// dimmed on a terminal, between separator lines otherwise (where escape
+// codes would end up in a file or a pipe), or not at all.
+type chatPrinter struct {
+	w      io.Writer
+	parser *chat.ReasoningParser // nil: raw text
+	hide   bool
+	tty    bool
+
+	inReasoning bool // reasoning printed, its end not yet marked
+}
+
+const (
+	ansiFaint = "\x1b[2m"
+	ansiReset = "\x1b[0m"
+)
+
+func (p *chatPrinter) write(text string) error {
+	if p.parser == nil {
+		_, err := io.WriteString(p.w, text)
+		return err
+	}
+	return p.print(p.parser.Add(text))
+}
+
+// close prints what the parser held back and ends an open reasoning block.
+func (p *chatPrinter) close() error {
+	if p.parser == nil {
+		return nil
+	}
+	if err := p.print(p.parser.Flush()); err != nil {
+		return err
+	}
+	return p.endReasoning()
+}
+
+func (p *chatPrinter) print(d chat.Split) error {
+	var b strings.Builder
+	if d.Reasoning != "" && !p.hide {
+		if !p.inReasoning {
+			p.inReasoning = true
+			if p.tty {
+				b.WriteString(ansiFaint)
+			} else {
+				b.WriteString("----- reasoning -----\n")
+			}
+		}
+		b.WriteString(d.Reasoning)
+	}
+	if _, err := io.WriteString(p.w, b.String()); err != nil {
+		return err
+	}
+	if d.Content == "" {
+		return nil
+	}
+	if err := p.endReasoning(); err != nil {
+		return err
+	}
+	_, err := io.WriteString(p.w, d.Content)
+	return err
+}
+
+func (p *chatPrinter) endReasoning() error {
+	if !p.inReasoning {
+		return nil
+	}
+	p.inReasoning = false
+	end := "\n----- answer -----\n"
+	if p.tty {
+		end = ansiReset + "\n\n"
+	}
+	_, err := io.WriteString(p.w, end)
+	return err
 }
