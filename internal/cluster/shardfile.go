@@ -148,6 +148,10 @@ func shardPieces(tensors []gguf.TensorInfo, c *model.Config, sh *model.Shard) ([
 				rows(sh.ExpFFLo, sh.ExpFFHi)
 			case "ffn_down_exps.weight":
 				cols(sh.ExpFFLo, sh.ExpFFHi)
+			case "ffn_gate_shexp.weight", "ffn_up_shexp.weight":
+				rows(sh.SharedFF(c))
+			case "ffn_down_shexp.weight":
+				cols(sh.SharedFF(c))
 			default:
 				whole()
 			}

@@ -39,6 +39,18 @@ type Config struct {
 	Experts, ExpertsUsed int
 	ExpertFF             int
 	NormTopKProb         bool // renormalise the selected experts' weights to sum to 1
+	// ExpertShared experts run on every token besides the routed ones,
+	// together ExpertShared*ExpertFF wide (split like the routed experts).
+	ExpertShared int
+	// Routing by groups (DeepSeek-V3): the experts form ExpertGroups
+	// groups, each scored by the sum of its two best selection scores, and
+	// only the ExpertGroupsUsed best groups are chosen from. 0 or equal
+	// counts: no grouping.
+	ExpertGroups, ExpertGroupsUsed int
+	// ExpertWeightsScale multiplies the routing weights (0: 1).
+	ExpertWeightsScale float32
+	// Gating is how the router's logits become weights.
+	Gating Gating
 	// MoELayers marks the layers whose FFN is a mixture of experts (nil
 	// when there are no experts); the others run the dense FFN.
 	MoELayers []bool
@@ -133,6 +145,49 @@ func (r *meta) moe(c *Config, leading int) {
 			c.MoELayers[l] = true
 		}
 	}
+}
+
+// moeRouting reads the routing keys of the DeepSeek/GLM MoE families:
+// gating function, weight normalisation and scale, groups, shared experts.
+// It returns the gating (llama.cpp's expert_gating_func: 1 softmax, 2
+// sigmoid; def when absent).
+func (r *meta) moeRouting(c *Config, def Gating) (Gating, error) {
+	g := def
+	if v, ok := r.m.Int(r.p + "expert_gating_func"); ok {
+		switch v {
+		case 1:
+			g = GateSoftmax
+		case 2:
+			g = GateSigmoid
+		default:
+			return 0, fmt.Errorf("%sexpert_gating_func %d is not supported here (1 softmax, 2 sigmoid)", r.p, v)
+		}
+	}
+	if v, ok := r.m.Bool(r.p + "expert_weights_norm"); ok {
+		c.NormTopKProb = v
+	}
+	c.ExpertWeightsScale = r.optf("expert_weights_scale", 1)
+	c.ExpertShared = r.opt("expert_shared_count", 0)
+	c.ExpertGroups = r.opt("expert_group_count", 0)
+	c.ExpertGroupsUsed = r.opt("expert_group_used_count", c.ExpertGroups)
+	if c.ExpertGroups > 64 {
+		return 0, fmt.Errorf("%d expert groups: at most 64 are supported", c.ExpertGroups)
+	}
+	if c.ExpertGroups > 1 && c.Experts > 0 {
+		if c.Experts%c.ExpertGroups != 0 || c.ExpertGroupsUsed > c.ExpertGroups || c.ExpertGroupsUsed < 1 {
+			return 0, fmt.Errorf("%d experts in %d groups, %d used: groups must divide the experts and 1 <= used <= groups", c.Experts, c.ExpertGroups, c.ExpertGroupsUsed)
+		}
+		if per := c.Experts / c.ExpertGroups; per < 2 {
+			return 0, fmt.Errorf("%d experts in %d groups: a group's score sums its best two, so a group needs at least two", c.Experts, c.ExpertGroups)
+		}
+		if c.ExpertsUsed > c.ExpertGroupsUsed*(c.Experts/c.ExpertGroups) {
+			return 0, fmt.Errorf("%d experts used per token, but the %d chosen groups hold only %d", c.ExpertsUsed, c.ExpertGroupsUsed, c.ExpertGroupsUsed*(c.Experts/c.ExpertGroups))
+		}
+	}
+	if v := r.opt("expert_shared_feed_forward_length", 0); v != 0 && v != c.ExpertShared*c.ExpertFF {
+		return 0, fmt.Errorf("shared experts %d wide, not %d shared x %d: not supported", v, c.ExpertShared, c.ExpertFF)
+	}
+	return g, nil
 }
 
 // ReadConfig reads the hyper-parameters of a supported architecture: the

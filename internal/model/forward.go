@@ -92,6 +92,7 @@ type scratch struct {
 	gate, up     []float32 // [n x ff]
 	cos, sin     []float32 // [n x rope.Dims/2]
 	probs        []float32 // [n x experts]
+	score        []float32 // [experts]: one token's selection scores
 	sel          []int32   // [n x expertsUsed]
 	selW         []float32
 	expTok       []int32   // tokens routed to one expert
@@ -161,10 +162,10 @@ func (m *Model) Shard() Shard { return m.sh }
 func ScratchBytes(c *Config, sh *Shard, maxBatch, threads, ctx int) int64 {
 	B, E := int64(maxBatch), int64(c.Embd)
 	qd, kvd := int64(sh.Heads()*c.HeadDim), int64(sh.KVHeads()*c.HeadDim)
-	ff := int64(max(sh.FFHi-sh.FFLo, sh.ExpFFHi-sh.ExpFFLo))
+	ff := int64(sh.maxFF(c))
 	n := B * (3*E + 2*qd + 2*kvd + 2*ff + int64(c.Rope.Dims) + 1)
 	if c.HasMoE() {
-		n += B * (int64(c.Experts) + 2*int64(c.ExpertsUsed) + 1 + 2*E)
+		n += B*(int64(c.Experts)+2*int64(c.ExpertsUsed)+1+2*E) + int64(c.Experts)
 	}
 	slots := int64(4 * threads)
 	if ctx > 0 {
@@ -178,7 +179,7 @@ func ScratchBytes(c *Config, sh *Shard, maxBatch, threads, ctx int) int64 {
 func (m *Model) alloc() {
 	c, B := &m.Cfg, m.maxBatch
 	qdim, kvdim := m.sh.Heads()*c.HeadDim, m.sh.KVHeads()*c.HeadDim
-	ff := max(m.sh.FFHi-m.sh.FFLo, m.sh.ExpFFHi-m.sh.ExpFFLo)
+	ff := m.sh.maxFF(c)
 	s := &m.s
 	s.x, s.h, s.tmp = make([]float32, B*c.Embd), make([]float32, B*c.Embd), make([]float32, B*c.Embd)
 	s.q, s.att = make([]float32, B*qdim), make([]float32, B*qdim)
@@ -187,6 +188,7 @@ func (m *Model) alloc() {
 	s.cos, s.sin = make([]float32, B*c.Rope.Dims/2), make([]float32, B*c.Rope.Dims/2)
 	if c.HasMoE() {
 		s.probs = make([]float32, B*c.Experts)
+		s.score = make([]float32, c.Experts)
 		s.sel = make([]int32, B*c.ExpertsUsed)
 		s.selW = make([]float32, B*c.ExpertsUsed)
 		s.expTok = make([]int32, B)

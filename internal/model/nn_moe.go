@@ -1,6 +1,8 @@
 package model
 
 import (
+	"math"
+
 	"braid/internal/kernels"
 )
 
@@ -15,15 +17,26 @@ const (
 	// GateTopKSoftmax: the ExpertsUsed largest logits, then a softmax over
 	// the selected logits only (gpt-oss).
 	GateTopKSoftmax
+	// GateSigmoid: a sigmoid per expert, the ExpertsUsed largest (plus
+	// the selection bias), normalised when NormTopK (DeepSeek-V3, GLM).
+	GateSigmoid
 )
 
 // MoEOpts are the variants of the mixture-of-experts feed-forward.
 type MoEOpts struct {
 	Gating     Gating
-	NormTopK   bool       // GateSoftmax: renormalise the selected weights
-	RouterBias bool       // ffn_gate_inp.bias added to the router logits
-	ExpertBias bool       // per-expert biases on gate, up and down
-	Act        Activation // of every expert
+	NormTopK   bool    // renormalise the selected weights to sum to 1
+	Scale      float32 // multiply the weights (0: 1)
+	RouterBias bool    // ffn_gate_inp.bias added to the router logits
+	// SelectBias adds exp_probs_b.bias to the scores the experts are
+	// chosen by, not to their weights.
+	SelectBias bool
+	// Groups and GroupsUsed restrict the choice to the GroupsUsed groups
+	// whose two best scores sum highest (0: no groups).
+	Groups, GroupsUsed int
+	ExpertBias         bool       // per-expert biases on gate, up and down
+	Shared             bool       // shared experts (ffn_*_shexp) on every token
+	Act                Activation // of every expert
 }
 
 // MoE is a mixture of experts: a replicated router picks ExpertsUsed experts
@@ -34,9 +47,11 @@ type MoE struct {
 	opt              MoEOpts
 	router           kernels.Matrix
 	routerBias       []float32
+	selectBias       []float32
 	gate, up, down   []kernels.Matrix
 	gateBias, upBias [][]float32 // per expert, this rank's columns
 	downBias         [][]float32 // per expert, on the group's rank 0 only
+	shared           *Dense      // nil without shared experts
 }
 
 // moe binds layer l's experts (ffn_gate_inp, ffn_{gate,up,down}_exps).
@@ -47,6 +62,18 @@ func (b *binder) moe(l int, opt MoEOpts) *MoE {
 	e.router = b.replicated(blk(l, "ffn_gate_inp.weight"), c.Embd, X)
 	if opt.RouterBias {
 		e.routerBias = b.vector(blk(l, "ffn_gate_inp.bias"), X, false, 0, X)
+	}
+	if opt.SelectBias {
+		e.selectBias = b.vector(blk(l, "exp_probs_b.bias"), X, false, 0, X)
+	}
+	if opt.Shared {
+		lo, hi := sh.SharedFF(c)
+		F := c.ExpertShared * c.ExpertFF
+		e.shared = &Dense{act: opt.Act,
+			gate: b.column(blk(l, "ffn_gate_shexp.weight"), c.Embd, F, lo, hi),
+			up:   b.column(blk(l, "ffn_up_shexp.weight"), c.Embd, F, lo, hi),
+			down: b.row(blk(l, "ffn_down_shexp.weight"), F, c.Embd, lo, hi),
+		}
 	}
 	e.gate = b.experts(blk(l, "ffn_gate_exps.weight"), c.Embd, F, X, false, sh.ExpFFLo, sh.ExpFFHi)
 	e.up = b.experts(blk(l, "ffn_up_exps.weight"), c.Embd, F, X, false, sh.ExpFFLo, sh.ExpFFHi)
@@ -70,21 +97,46 @@ func (e *MoE) ffn(m *Model, h, out []float32, n int) {
 		if e.routerBias != nil {
 			kernels.Add(p, e.routerBias)
 		}
-		sel, selW := s.sel[i*K:(i+1)*K], s.selW[i*K:(i+1)*K]
-		if e.opt.Gating == GateSoftmax {
+		switch e.opt.Gating {
+		case GateSoftmax:
 			kernels.Softmax(p)
+		case GateSigmoid:
+			for j, v := range p {
+				p[j] = float32(1 / (1 + math.Exp(-float64(v))))
+			}
 		}
-		topK(p, sel, selW)
-		switch {
-		case e.opt.Gating == GateTopKSoftmax:
+		// Experts are chosen by their score (the weight plus the
+		// selection bias) and weighted by p.
+		score := p
+		if e.selectBias != nil || e.opt.Groups > 1 && e.opt.GroupsUsed < e.opt.Groups {
+			score = s.score[:X]
+			copy(score, p)
+			if e.selectBias != nil {
+				kernels.Add(score, e.selectBias)
+			}
+			e.maskGroups(score)
+		}
+		sel, selW := s.sel[i*K:(i+1)*K], s.selW[i*K:(i+1)*K]
+		topK(score, sel, selW)
+		for k, x := range sel {
+			selW[k] = p[x]
+		}
+		if e.opt.Gating == GateTopKSoftmax {
 			kernels.Softmax(selW)
-		case e.opt.NormTopK:
+		}
+		if e.opt.NormTopK {
 			var sum float32
 			for _, v := range selW {
 				sum += v
 			}
+			sum = max(sum, 6.103515625e-5) // as llama.cpp clamps it
 			for k := range selW {
 				selW[k] /= sum
+			}
+		}
+		if e.opt.Scale != 0 && e.opt.Scale != 1 {
+			for k := range selW {
+				selW[k] *= e.opt.Scale
 			}
 		}
 	}
@@ -121,6 +173,42 @@ func (e *MoE) ffn(m *Model, h, out []float32, n int) {
 			ik := int(s.expTok[j])
 			i := ik / K
 			kernels.AxpyF32(out[i*E:(i+1)*E], s.selW[ik], ex)
+		}
+	}
+	if e.shared != nil && e.shared.gate.Rows > 0 {
+		m.gatedFFN(e.shared.act, &e.shared.gate, &e.shared.up, &e.shared.down, nil, nil, h, s.ex[:n*E], n)
+		kernels.Add(out[:n*E], s.ex[:n*E])
+	}
+}
+
+// maskGroups keeps the scores of the GroupsUsed groups whose two best
+// scores sum highest (lowest group first on ties) and sets the others to
+// -Inf, so no expert outside them is chosen.
+func (e *MoE) maskGroups(score []float32) {
+	G, used := e.opt.Groups, e.opt.GroupsUsed
+	if G <= 1 || used >= G {
+		return
+	}
+	per := len(score) / G
+	var sums, chosen [64]float32
+	var pick [64]int32
+	for g := 0; g < G; g++ {
+		a, b := float32(math.Inf(-1)), float32(math.Inf(-1))
+		for _, v := range score[g*per : (g+1)*per] {
+			if v > a {
+				a, b = v, a
+			} else if v > b {
+				b = v
+			}
+		}
+		sums[g] = a + b
+	}
+	topK(sums[:G], pick[:used], chosen[:used])
+	for g := 0; g < G; g++ {
+		if !taken(pick[:used], g) {
+			for j := g * per; j < (g+1)*per; j++ {
+				score[j] = float32(math.Inf(-1))
+			}
 		}
 	}
 }

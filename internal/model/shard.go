@@ -52,6 +52,19 @@ func FullShard(c *Config) Shard {
 	return s
 }
 
+// SharedFF is this rank's columns of the shared experts, ExpertShared
+// times ExpertFF wide: the routed experts' cut, scaled (so it falls on the
+// same block boundaries).
+func (s *Shard) SharedFF(c *Config) (lo, hi int) {
+	return s.ExpFFLo * c.ExpertShared, s.ExpFFHi * c.ExpertShared
+}
+
+// maxFF is the widest FF slice this rank runs: dense, expert or shared.
+func (s *Shard) maxFF(c *Config) int {
+	lo, hi := s.SharedFF(c)
+	return max(s.FFHi-s.FFLo, s.ExpFFHi-s.ExpFFLo, hi-lo)
+}
+
 // Heads is the number of query heads this rank runs, KVHeads the number of
 // KV heads it computes and caches.
 func (s *Shard) Heads() int   { return s.HeadHi - s.HeadLo }

@@ -346,7 +346,7 @@ func TestShardSizes(t *testing.T) {
 // (which grow with the context).
 func scratchBytes(s *scratch) int64 {
 	n := 4 * int64(cap(s.x)+cap(s.h)+cap(s.tmp)+cap(s.q)+cap(s.k)+cap(s.v)+cap(s.att)+cap(s.gate)+cap(s.up)+
-		cap(s.cos)+cap(s.sin)+cap(s.probs)+cap(s.sel)+cap(s.selW)+cap(s.expTok)+cap(s.hx)+cap(s.ex)+cap(s.outRows))
+		cap(s.cos)+cap(s.sin)+cap(s.probs)+cap(s.score)+cap(s.sel)+cap(s.selW)+cap(s.expTok)+cap(s.hx)+cap(s.ex)+cap(s.outRows))
 	for _, sl := range s.slots {
 		n += 4*int64(cap(sl.qh)+cap(sl.out)) + 2*int64(cap(sl.qh16))
 	}

@@ -77,6 +77,8 @@ func ColumnBlocks(m *gguf.Model, c *Config) Blocks {
 		coarser(&bl.AttnOut, blk(i, "attn_output.weight"))
 		coarser(&bl.Down, blk(i, "ffn_down.weight"))
 		coarser(&bl.DownExps, blk(i, "ffn_down_exps.weight"))
+		// The shared experts are cut where the routed ones are.
+		coarser(&bl.DownExps, blk(i, "ffn_down_shexp.weight"))
 	}
 	return bl
 }

@@ -17,7 +17,6 @@ import (
 // yet, with the issue that adds them.
 var Pending = map[string]string{
 	"deepseek2": "issue 10 (MLA)",
-	"glm4moe":   "issue 10",
 	"glm-dsa":   "issue 10 (MLA + DSA)",
 	"qwen35":    "issue 16 (DeltaNet hybrids)",
 	"qwen35moe": "issue 16 (DeltaNet hybrids)",
