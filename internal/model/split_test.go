@@ -64,12 +64,15 @@ func newWorld(t testing.TB, f *gguf.Model, shards []Shard, tp, pp, positions int
 		w.caches = append(w.caches, cache)
 		w.logits = append(w.logits, make([]float32, 64*m.sh.Vocab()))
 		w.topk = append(w.topk, make([]Candidate, 0, 4))
-		start := make(chan *Batch)
-		w.start = append(w.start, start)
+		w.start = append(w.start, make(chan *Batch))
+	}
+	w.errs = make([]error, len(shards))
+	// The rank goroutines start only now: the appends above move the
+	// slices they read.
+	for rank, start := range w.start {
 		go w.rank(rank, start)
 		t.Cleanup(func() { close(start) })
 	}
-	w.errs = make([]error, len(shards))
 	return w
 }
 
