@@ -135,11 +135,23 @@ func shardPieces(tensors []gguf.TensorInfo, c *model.Config, sh *model.Shard) ([
 			}
 			switch m[2] {
 			case "attn_q.weight":
-				rows(sh.HeadLo*hd, sh.HeadHi*hd)
+				qd := hd
+				if c.MLA != nil {
+					qd = c.MLA.Nope + c.MLA.Rope
+				}
+				rows(sh.HeadLo*qd, sh.HeadHi*qd)
 			case "attn_k.weight", "attn_v.weight":
 				rows(sh.KVLo*hd, sh.KVHi*hd)
 			case "attn_output.weight":
-				cols(sh.HeadLo*hd, sh.HeadHi*hd)
+				od := c.AttnOutDim()
+				cols(sh.HeadLo*od, sh.HeadHi*od)
+			case "attn_q_b.weight":
+				if c.MLA != nil {
+					qk := c.MLA.Nope + c.MLA.Rope
+					rows(sh.HeadLo*qk, sh.HeadHi*qk)
+				} else {
+					whole()
+				}
 			case "ffn_gate.weight", "ffn_up.weight":
 				rows(sh.FFLo, sh.FFHi)
 			case "ffn_down.weight":

@@ -63,6 +63,10 @@ type Config struct {
 	// Window is each layer's sliding window, nil or 0 for a layer that
 	// keeps every position; every windowed layer has the same window.
 	Window []int
+	// SharedKV stores one row per position that serves as both K and V
+	// (MLA's latent row, V being its first values): the V accessors
+	// return the K rows and the cache takes half the memory.
+	SharedKV bool
 	// MaxStep is the most positions one sequence adds in one step, and
 	// Rings the most sequences holding a ring at once: they size the
 	// windowed layers' pool. Used only with a window.
@@ -198,9 +202,17 @@ func New(cfg Config) (*Cache, error) {
 		}
 		win.layerStride = win.blocks * cfg.BlockSize * cfg.KVDim
 		if cfg.F32 {
-			win.kf32, win.vf32 = make([]float32, welems), make([]float32, welems)
+			win.kf32 = make([]float32, welems)
+			win.vf32 = win.kf32
+			if !cfg.SharedKV {
+				win.vf32 = make([]float32, welems)
+			}
 		} else {
-			win.kf16, win.vf16 = make([]uint16, welems), make([]uint16, welems)
+			win.kf16 = make([]uint16, welems)
+			win.vf16 = win.kf16
+			if !cfg.SharedKV {
+				win.vf16 = make([]uint16, welems)
+			}
 		}
 		win.free = make([]int32, win.blocks)
 		for i := range win.free {
@@ -231,10 +243,16 @@ func New(cfg Config) (*Cache, error) {
 	}
 	if cfg.F32 {
 		c.kf32 = make([]float32, elems)
-		c.vf32 = make([]float32, elems)
+		c.vf32 = c.kf32
+		if !cfg.SharedKV {
+			c.vf32 = make([]float32, elems)
+		}
 	} else {
 		c.kf16 = make([]uint16, elems)
-		c.vf16 = make([]uint16, elems)
+		c.vf16 = c.kf16
+		if !cfg.SharedKV {
+			c.vf16 = make([]uint16, elems)
+		}
 	}
 	// Pop order hands out low block ids first, which keeps tests readable.
 	for i := range c.free {
@@ -249,7 +267,7 @@ func (c *Cache) Config() Config { return c.cfg }
 // BlockBytes is the size of one block of the paged pool across its layers
 // (those without a window), K and V.
 func (c *Cache) BlockBytes() int64 {
-	return 2 * int64(c.cfg.Layers-c.cfg.WindowLayers()) * int64(c.blockStride) * c.elemBytes()
+	return c.parts() * int64(c.cfg.Layers-c.cfg.WindowLayers()) * int64(c.blockStride) * c.elemBytes()
 }
 
 func (c *Cache) elemBytes() int64 {
@@ -267,7 +285,15 @@ func (c *Cache) ringBytes() int64 {
 	if c.win == nil {
 		return 0
 	}
-	return 2 * int64(c.cfg.WindowLayers()) * int64(c.win.blocks) * int64(c.blockStride) * c.elemBytes()
+	return c.parts() * int64(c.cfg.WindowLayers()) * int64(c.win.blocks) * int64(c.blockStride) * c.elemBytes()
+}
+
+// parts is 2 for separate K and V rows, 1 for a shared row.
+func (c *Cache) parts() int64 {
+	if c.cfg.SharedKV {
+		return 1
+	}
+	return 2
 }
 
 // Len is the number of committed positions of seq (0 for an unknown sequence).

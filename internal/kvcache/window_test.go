@@ -130,3 +130,26 @@ func TestWindowConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedKV checks MLA's one-row cache: half the bytes, and the V rows
+// are the K rows.
+func TestSharedKV(t *testing.T) {
+	base := Config{Layers: 2, KVDim: 8, BlockSize: 4, Blocks: 8}
+	shared := base
+	shared.SharedKV = true
+	a, b := mustNew(t, base), mustNew(t, shared)
+	if 2*b.Bytes() != a.Bytes() {
+		t.Errorf("shared cache %d bytes, separate %d: want half", b.Bytes(), a.Bytes())
+	}
+	if err := b.Reserve(0, 3); err != nil {
+		t.Fatal(err)
+	}
+	k, _ := b.RowF16(1, 0, 2)
+	for i := range k {
+		k[i] = uint16(100 + i)
+	}
+	blk := b.Blocks(0)[0]
+	if v := b.VF16(1, blk)[2*8:]; v[0] != 100 || v[7] != 107 {
+		t.Errorf("V row reads %v, want the K row 100..107", v[:8])
+	}
+}

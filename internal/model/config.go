@@ -54,9 +54,37 @@ type Config struct {
 	// MoELayers marks the layers whose FFN is a mixture of experts (nil
 	// when there are no experts); the others run the dense FFN.
 	MoELayers []bool
+	// MLA is set for multi-head latent attention (DeepSeek-V2/V3, GLM-5):
+	// the cache holds one latent row per token, HeadDim = KVLora + its
+	// rope dims wide, ValueDim = KVLora.
+	MLA *MLAConfig
 	// Window is the sliding window of each layer (0: full attention): a
 	// query at position t reads keys at positions s with 0 <= t-s < Window.
 	Window []int
+}
+
+// MLAConfig is the geometry of multi-head latent attention.
+type MLAConfig struct {
+	QLora  int // rank of the query's low-rank path (0: a direct attn_q)
+	KVLora int // width of the compressed KV latent
+	Nope   int // per-head query/key dims without rotation
+	Rope   int // per-head rotated dims (shared by all heads for the key)
+	VDim   int // per-head value dims after attn_v_b
+	// Scale is the attention's kq scale (the YaRN mscale squared over
+	// sqrt(Nope+Rope)).
+	Scale float32
+}
+
+// AttnOutDim is the width of one head's attention output, the unit the
+// output projection's columns split by.
+func (c *Config) AttnOutDim() int {
+	switch {
+	case c.MLA != nil:
+		return c.MLA.VDim
+	case c.ValueDim > 0:
+		return c.ValueDim
+	}
+	return c.HeadDim
 }
 
 // RopeConfig is the rotary embedding the GGUF declares.
@@ -248,7 +276,7 @@ func ReadConfig(m *gguf.Model) (*Config, error) {
 	if c.Heads%c.KVHeads != 0 {
 		return nil, fmt.Errorf("model: %d attention heads are not a multiple of %d KV heads", c.Heads, c.KVHeads)
 	}
-	if c.ValueDim != c.HeadDim {
+	if c.ValueDim != c.HeadDim && c.MLA == nil {
 		return nil, fmt.Errorf("model: value head size %d differs from key head size %d (not supported yet)", c.ValueDim, c.HeadDim)
 	}
 	if c.HasDense() && c.FF <= 0 {
@@ -268,6 +296,9 @@ func ReadConfig(m *gguf.Model) (*Config, error) {
 		rp.ExtFactor = 1
 	default:
 		return nil, fmt.Errorf("model: rope scaling %q is not supported (none, linear, yarn; llama3 comes as a rope_freqs tensor)", rp.Scaling)
+	}
+	if c.MLA != nil && rp.Dims != c.MLA.Rope {
+		return nil, fmt.Errorf("model: rope dimension count %d differs from the MLA rope dims %d", rp.Dims, c.MLA.Rope)
 	}
 	if rp.Dims > c.HeadDim || rp.Dims%2 != 0 {
 		return nil, fmt.Errorf("model: rope dimension count %d does not fit head size %d", rp.Dims, c.HeadDim)

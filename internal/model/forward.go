@@ -78,9 +78,11 @@ type Model struct {
 	cur struct {
 		cache *kvcache.Cache
 		batch *Batch
-		layer int
-		attn  *Attention
-		n     int
+		layer  int
+		window int       // the layer's sliding window (0: none)
+		sinks  []float32 // the layer's sink logit per head of this rank, or nil
+		scale  float32   // the kq scale
+		n      int
 	}
 	attnFn func(lo, hi int)
 }
@@ -91,6 +93,7 @@ type scratch struct {
 	q, k, v, att []float32 // [n x qdim] / [n x kvdim]
 	gate, up     []float32 // [n x ff]
 	cos, sin     []float32 // [n x rope.Dims/2]
+	mla          mlaScratch
 	probs        []float32 // [n x experts]
 	score        []float32 // [experts]: one token's selection scores
 	sel          []int32   // [n x expertsUsed]
@@ -168,6 +171,9 @@ func ScratchBytes(c *Config, sh *Shard, maxBatch, threads, ctx int) int64 {
 		n += B*(int64(c.Experts)+2*int64(c.ExpertsUsed)+1+2*E) + int64(c.Experts)
 	}
 	slots := int64(4 * threads)
+	if c.MLA != nil {
+		n += int64(mlaScratchLen(c, sh.Heads(), maxBatch))
+	}
 	if ctx > 0 {
 		ctx++ // a sink logit after the row
 	}
@@ -199,6 +205,9 @@ func (m *Model) alloc() {
 		s.slots[i] = attnScratch{qh: make([]float32, c.HeadDim), qh16: make([]uint16, c.HeadDim), out: make([]float32, c.HeadDim)}
 	}
 	s.outRows = make([]int32, 0, B)
+	if c.MLA != nil {
+		s.mla.alloc(c, m.sh.Heads(), B)
+	}
 }
 
 // CacheSize is what a KV cache must hold.
@@ -234,7 +243,7 @@ func (m *Model) NewCache(sz CacheSize) (*kvcache.Cache, error) {
 func CacheConfig(c *Config, sh *Shard, sz CacheSize) kvcache.Config {
 	const bs = 32
 	cfg := kvcache.Config{Layers: sh.Last - sh.First, KVDim: max(sh.KVHeads()*c.HeadDim, 1), BlockSize: bs,
-		Blocks: (sz.Positions + bs - 1) / bs, F32: sz.F32}
+		Blocks: (sz.Positions + bs - 1) / bs, F32: sz.F32, SharedKV: c.MLA != nil}
 	windowed := false
 	for l := sh.First; l < sh.Last; l++ {
 		windowed = windowed || c.Window[l] > 0
@@ -266,7 +275,11 @@ func KVBytes(cfg kvcache.Config) int64 {
 	if cfg.F32 {
 		es = 4
 	}
-	row := 2 * es * int64(cfg.BlockSize) * int64(cfg.KVDim) // a block of one layer, K and V
+	parts := int64(2) // K and V
+	if cfg.SharedKV {
+		parts = 1
+	}
+	row := parts * es * int64(cfg.BlockSize) * int64(cfg.KVDim) // a block of one layer
 	nw := int64(cfg.WindowLayers())
 	return row * ((int64(cfg.Layers)-nw)*int64(cfg.Blocks) + nw*int64(cfg.Rings)*int64(cfg.RingBlocks()))
 }

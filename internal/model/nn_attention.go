@@ -116,7 +116,7 @@ func (a *Attention) mix(m *Model, cache *kvcache.Cache, b *Batch, l int, h, out 
 		}
 	}
 
-	m.cur.layer, m.cur.attn = cl, a
+	m.cur.layer, m.cur.window, m.cur.sinks, m.cur.scale = cl, a.opt.Window, a.sinks, float32(1/math.Sqrt(float64(hd)))
 	m.growScores(b)
 	m.pool.For(len(s.slots), m.attnFn)
 
@@ -160,18 +160,18 @@ func (m *Model) growScores(b *Batch) {
 // a sink is one more logit at the end of the row, in the softmax only.
 func (m *Model) attention(lo, hi int) {
 	c, s := &m.Cfg, &m.s
-	cache, b, l, a := m.cur.cache, m.cur.batch, m.cur.layer, m.cur.attn
+	cache, b, l := m.cur.cache, m.cur.batch, m.cur.layer
 	n := m.cur.n
-	hd := c.HeadDim
+	hd, vd := c.HeadDim, c.ValueDim
 	group := c.Heads / c.KVHeads
 	nh, h0, kv0 := m.sh.Heads(), m.sh.HeadLo, m.sh.KVLo
 	kvdim := m.sh.KVHeads() * hd
-	scale := float32(1 / math.Sqrt(float64(hd)))
+	scale, sinks := m.cur.scale, m.cur.sinks
 	items := n * nh
 	slots := len(s.slots)
 	f32 := cache.Config().F32
 	bs := cache.Config().BlockSize
-	window := a.opt.Window
+	window := m.cur.window
 	for slot := lo; slot < hi; slot++ {
 		sc := &s.slots[slot]
 		for it := slot * items / slots; it < (slot+1)*items/slots; it++ {
@@ -205,20 +205,20 @@ func (m *Model) attention(lo, hi int) {
 				}
 			}
 			row := sc.scores[start : pos+1]
-			if a.sinks != nil {
-				sc.scores[pos+1] = a.sinks[h]
+			if sinks != nil {
+				sc.scores[pos+1] = sinks[h]
 				kernels.Softmax(sc.scores[start : pos+2])
 			} else {
 				kernels.Softmax(row)
 			}
-			out := s.att[i*nh*hd+h*hd : i*nh*hd+(h+1)*hd]
+			out := s.att[i*nh*vd+h*vd : i*nh*vd+(h+1)*vd]
 			clear(out)
 			if f32 {
 				for b0 := first; b0 <= pos; b0 += bs {
 					vb := cache.VF32(l, blockOf(table, ring, b0/bs))
 					t0 := max(b0, start)
 					for t, o := t0, (t0-b0)*kvdim+kvh*hd; t < min(b0+bs, pos+1); t, o = t+1, o+kvdim {
-						kernels.AxpyF32(out, sc.scores[t], vb[o:o+hd])
+						kernels.AxpyF32(out, sc.scores[t], vb[o:o+vd])
 					}
 				}
 			} else {

@@ -184,9 +184,10 @@ func TensorSplit(c *Config, blk Blocks, weights []float64) ([]Shard, error) {
 			step = 1
 		}
 		bs := blk.AttnOut.BlockSize()
-		unit := lcm(step, bs/gcd(c.HeadDim, bs))
+		od := c.AttnOutDim()
+		unit := lcm(step, bs/gcd(od, bs))
 		if unit > step {
-			notes = append(notes, fmt.Sprintf("attention split in steps of %d query heads, not %d: attn_output is %v, whose %d-column blocks cover %d heads of %d values", unit, step, blk.AttnOut, bs, bs/gcd(c.HeadDim, bs), c.HeadDim))
+			notes = append(notes, fmt.Sprintf("attention split in steps of %d query heads, not %d: attn_output is %v, whose %d-column blocks cover %d heads of %d values", unit, step, blk.AttnOut, bs, bs/gcd(od, bs), od))
 		}
 		cut := cuts(c.Heads, unit, cum)
 		for r := range sh {

@@ -122,7 +122,7 @@ func TestTensorSplitRoundsToBlocks(t *testing.T) {
 	}
 	// Two ranks whose only FFN block goes to one of them: the other has
 	// nothing to do and the split is refused with the reason.
-	c = Config{Layers: 2, Embd: 256, Experts: 4, ExpertsUsed: 2, ExpertFF: 256, Heads: 4, KVHeads: 2, HeadDim: 64, Vocab: 300}
+	c = Config{Layers: 2, Embd: 256, Experts: 4, ExpertsUsed: 2, ExpertFF: 256, MoELayers: []bool{true, true}, Heads: 4, KVHeads: 2, HeadDim: 64, Vocab: 300}
 	_, err = TensorSplit(&c, Blocks{AttnOut: quant.Q5_K, DownExps: quant.Q4_K}, []float64{1, 1})
 	if err == nil || !strings.Contains(err.Error(), "rank 1 with no attention heads and no FFN columns") {
 		t.Errorf("want a refusal naming rank 1, got %v", err)
