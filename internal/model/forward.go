@@ -76,8 +76,8 @@ type Model struct {
 	chunk    Batch
 	// per-step state read by the parallel attention loop
 	cur struct {
-		cache *kvcache.Cache
-		batch *Batch
+		cache  *kvcache.Cache
+		batch  *Batch
 		layer  int
 		window int       // the layer's sliding window (0: none)
 		sinks  []float32 // the layer's sink logit per head of this rank, or nil
