@@ -73,6 +73,8 @@ type MLAConfig struct {
 	// Scale is the attention's kq scale (the YaRN mscale squared over
 	// sqrt(Nope+Rope)).
 	Scale float32
+	// Indexer is set for DeepSeek sparse attention (glm-dsa).
+	Indexer *IndexerConfig
 }
 
 // AttnOutDim is the width of one head's attention output, the unit the

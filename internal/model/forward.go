@@ -3,6 +3,7 @@ package model
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"braid/internal/gguf"
 	"braid/internal/kernels"
@@ -82,9 +83,15 @@ type Model struct {
 		window int       // the layer's sliding window (0: none)
 		sinks  []float32 // the layer's sink logit per head of this rank, or nil
 		scale  float32   // the kq scale
+		sparse bool      // attend only to the indexer's selection (DSA)
 		n      int
+		// the indexer's scoring pass
+		dsaCache *kvcache.Cache
+		dsaOff   int
+		dsaLayer int
 	}
 	attnFn func(lo, hi int)
+	dsaFn  func(lo, hi int)
 }
 
 // scratch is every buffer a step needs, sized once for MaxBatch tokens.
@@ -94,6 +101,8 @@ type scratch struct {
 	gate, up     []float32 // [n x ff]
 	cos, sin     []float32 // [n x rope.Dims/2]
 	mla          mlaScratch
+	dsa          dsaScratch
+	stageBuf     []float32 // a DSA model's stage transfer: hidden state and selection
 	probs        []float32 // [n x experts]
 	score        []float32 // [experts]: one token's selection scores
 	sel          []int32   // [n x expertsUsed]
@@ -153,6 +162,7 @@ func New(f *gguf.Model, pool *kernels.Pool, opt Options) (*Model, error) {
 		FreqFactors: w.ropeFreqs, NeoX: r.NeoX}
 	m.alloc()
 	m.attnFn = m.attention
+	m.dsaFn = m.dsaScore
 	return m, nil
 }
 
@@ -173,6 +183,9 @@ func ScratchBytes(c *Config, sh *Shard, maxBatch, threads, ctx int) int64 {
 	slots := int64(4 * threads)
 	if c.MLA != nil {
 		n += int64(mlaScratchLen(c, sh.Heads(), maxBatch))
+		if c.MLA.Indexer != nil {
+			n += int64(dsaScratchLen(c, maxBatch)) + B*(E+int64(c.MLA.Indexer.TopK)+1)
+		}
 	}
 	if ctx > 0 {
 		ctx++ // a sink logit after the row
@@ -207,6 +220,10 @@ func (m *Model) alloc() {
 	s.outRows = make([]int32, 0, B)
 	if c.MLA != nil {
 		s.mla.alloc(c, m.sh.Heads(), B)
+		if c.MLA.Indexer != nil {
+			s.dsa.alloc(c, B)
+			s.stageBuf = make([]float32, B*(c.Embd+m.selWidth()))
+		}
 	}
 }
 
@@ -242,7 +259,12 @@ func (m *Model) NewCache(sz CacheSize) (*kvcache.Cache, error) {
 // with the group), in rows of one value it never writes.
 func CacheConfig(c *Config, sh *Shard, sz CacheSize) kvcache.Config {
 	const bs = 32
-	cfg := kvcache.Config{Layers: sh.Last - sh.First, KVDim: max(sh.KVHeads()*c.HeadDim, 1), BlockSize: bs,
+	kvdim := sh.KVHeads() * c.HeadDim
+	if c.MLA != nil && c.MLA.Indexer != nil {
+		// A DSA layer's row is the latent row, then the indexer key.
+		kvdim += c.MLA.Indexer.Dim
+	}
+	cfg := kvcache.Config{Layers: sh.Last - sh.First, KVDim: max(kvdim, 1), BlockSize: bs,
 		Blocks: (sz.Positions + bs - 1) / bs, F32: sz.F32, SharedKV: c.MLA != nil}
 	windowed := false
 	for l := sh.First; l < sh.Last; l++ {
@@ -363,7 +385,7 @@ func (m *Model) step(cache *kvcache.Cache, b *Batch, logits []float32) error {
 		m.rope.CosSin(int(b.Pos[i]), s.cos[i*half:(i+1)*half], s.sin[i*half:(i+1)*half])
 	}
 	if !first {
-		if err := m.stage.Recv(s.x[:n*E]); err != nil {
+		if err := m.recvStage(n); err != nil {
 			return fmt.Errorf("model: receiving the hidden state before layer %d: %w", m.sh.First, err)
 		}
 	}
@@ -374,7 +396,7 @@ func (m *Model) step(cache *kvcache.Cache, b *Batch, logits []float32) error {
 		}
 	}
 	if !m.sh.LastStage(c) {
-		if err := m.stage.Send(s.x[:n*E]); err != nil {
+		if err := m.sendStage(n); err != nil {
 			return fmt.Errorf("model: sending the hidden state after layer %d: %w", m.sh.Last-1, err)
 		}
 		return m.commit(cache, b)
@@ -391,6 +413,58 @@ func (m *Model) step(cache *kvcache.Cache, b *Batch, logits []float32) error {
 		m.pool.MatMul(logits, &m.w.output, s.h, len(s.outRows))
 	}
 	return m.commit(cache, b)
+}
+
+// A stage passes the next one each token's hidden state and, in a DSA
+// model, the indexer's selection of the last full layer, which the next
+// stage's first layers may share: TopK positions and their count, as
+// float32 bit patterns after the hidden state.
+func (m *Model) selWidth() int {
+	if c := &m.Cfg; c.MLA != nil && c.MLA.Indexer != nil {
+		return c.MLA.Indexer.TopK + 1
+	}
+	return 0
+}
+
+func (m *Model) sendStage(n int) error {
+	s, E, k := &m.s, m.Cfg.Embd, m.selWidth()
+	if k == 0 {
+		return m.stage.Send(s.x[:n*E])
+	}
+	w := E + k
+	for i := 0; i < n; i++ {
+		row := s.stageBuf[i*w : (i+1)*w]
+		copy(row, s.x[i*E:(i+1)*E])
+		for j, v := range s.dsa.sel[i*(k-1) : (i+1)*(k-1)] {
+			row[E+j] = math.Float32frombits(uint32(v))
+		}
+		row[E+k-1] = math.Float32frombits(uint32(s.dsa.cnt[i]))
+	}
+	return m.stage.Send(s.stageBuf[:n*w])
+}
+
+func (m *Model) recvStage(n int) error {
+	s, E, k := &m.s, m.Cfg.Embd, m.selWidth()
+	if k == 0 {
+		return m.stage.Recv(s.x[:n*E])
+	}
+	w := E + k
+	if err := m.stage.Recv(s.stageBuf[:n*w]); err != nil {
+		return err
+	}
+	for i := 0; i < n; i++ {
+		row := s.stageBuf[i*w : (i+1)*w]
+		copy(s.x[i*E:(i+1)*E], row[:E])
+		for j := range k - 1 {
+			s.dsa.sel[i*(k-1)+j] = int32(math.Float32bits(row[E+j]))
+		}
+		cnt := int32(math.Float32bits(row[E+k-1]))
+		if cnt < 0 || int(cnt) > k-1 {
+			return fmt.Errorf("token %d: the previous stage selected %d positions, at most %d", i, cnt, k-1)
+		}
+		s.dsa.cnt[i] = cnt
+	}
+	return nil
 }
 
 // commit makes the step's positions part of their sequences.

@@ -116,7 +116,7 @@ func (a *Attention) mix(m *Model, cache *kvcache.Cache, b *Batch, l int, h, out 
 		}
 	}
 
-	m.cur.layer, m.cur.window, m.cur.sinks, m.cur.scale = cl, a.opt.Window, a.sinks, float32(1/math.Sqrt(float64(hd)))
+	m.cur.layer, m.cur.window, m.cur.sinks, m.cur.scale, m.cur.sparse = cl, a.opt.Window, a.sinks, float32(1/math.Sqrt(float64(hd))), false
 	m.growScores(b)
 	m.pool.For(len(s.slots), m.attnFn)
 
@@ -172,6 +172,10 @@ func (m *Model) attention(lo, hi int) {
 	f32 := cache.Config().F32
 	bs := cache.Config().BlockSize
 	window := m.cur.window
+	sparse, topK := m.cur.sparse, 0
+	if sparse {
+		topK = c.MLA.Indexer.TopK
+	}
 	for slot := lo; slot < hi; slot++ {
 		sc := &s.slots[slot]
 		for it := slot * items / slots; it < (slot+1)*items/slots; it++ {
@@ -184,6 +188,11 @@ func (m *Model) attention(lo, hi int) {
 			}
 			q := s.q[i*nh*hd+h*hd : i*nh*hd+(h+1)*hd]
 			table, ring := cache.Table(l, seq)
+			out := s.att[i*nh*vd+h*vd : i*nh*vd+(h+1)*vd]
+			if sparse {
+				m.sparseHead(sc, cache, l, table, ring, kvh*hd, m.s.dsa.sel[i*topK:i*topK+int(m.s.dsa.cnt[i])], q, out, scale, f32)
+				continue
+			}
 			// Block by block: one block lookup per BlockSize positions,
 			// then this head's rows at a fixed stride.
 			first := start - start%bs
@@ -211,7 +220,6 @@ func (m *Model) attention(lo, hi int) {
 			} else {
 				kernels.Softmax(row)
 			}
-			out := s.att[i*nh*vd+h*vd : i*nh*vd+(h+1)*vd]
 			clear(out)
 			if f32 {
 				for b0 := first; b0 <= pos; b0 += bs {
@@ -243,4 +251,44 @@ func blockOf(table []int32, ring, i int) int32 {
 		i %= ring
 	}
 	return table[i]
+}
+
+// sparseHead is one (token, head) of sparse attention: only the positions
+// sel (ascending, from the indexer) are read. The result equals the dense
+// computation with every other position masked to -Inf: those add exact
+// zeros to the softmax sum and to the value sum.
+func (m *Model) sparseHead(sc *attnScratch, cache *kvcache.Cache, l int, table []int32, ring, koff int, sel []int32, q, out []float32, scale float32, f32 bool) {
+	bs := cache.Config().BlockSize
+	kvdim := cache.Config().KVDim
+	hd := len(q)
+	scores := sc.scores[:len(sel)]
+	if !f32 {
+		kernels.F32ToF16Row(sc.qh16, q)
+		kernels.F16ToF32Row(sc.qh, sc.qh16)
+	}
+	for j, t := range sel {
+		blk := blockOf(table, ring, int(t)/bs)
+		o := int(t)%bs*kvdim + koff
+		if f32 {
+			scores[j] = kernels.DotF32(cache.KF32(l, blk)[o:o+hd], q) * scale
+		} else {
+			scores[j] = kernels.DotF16(cache.KF16(l, blk)[o:o+hd], sc.qh) * scale
+		}
+	}
+	kernels.Softmax(scores)
+	clear(out)
+	vd := len(out)
+	if !f32 {
+		kernels.F32ToF16Row(sc.scores16[:len(sel)], scores)
+		kernels.F16ToF32Row(scores, sc.scores16[:len(sel)])
+	}
+	for j, t := range sel {
+		blk := blockOf(table, ring, int(t)/bs)
+		o := int(t)%bs*kvdim + koff
+		if f32 {
+			kernels.AxpyF32(out, scores[j], cache.VF32(l, blk)[o:o+vd])
+		} else {
+			kernels.AxpyF16(out, scores[j], cache.VF16(l, blk)[o:o+vd])
+		}
+	}
 }

@@ -24,6 +24,10 @@ type MLA struct {
 	kvaNorm   []float32
 	kb, vb    []kernels.Matrix // this rank's heads
 	o         kernels.Matrix
+	// DSA: the layer's own indexer (a full layer), and whether it attends
+	// only to the selection (every layer of a DSA model).
+	ix     *Indexer
+	sparse bool
 }
 
 // mlaScratch is the latent path's step buffers.
@@ -67,6 +71,12 @@ func (b *binder) mla(l int) *MLA {
 	at.kb = b.heads(blk(l, "attn_k_b.weight"), a.Nope, a.KVLora, c.Heads, h0, h1)
 	at.vb = b.heads(blk(l, "attn_v_b.weight"), a.KVLora, a.VDim, c.Heads, h0, h1)
 	at.o = b.row(blk(l, "attn_output.weight"), c.Heads*a.VDim, c.Embd, h0*a.VDim, h1*a.VDim)
+	if x := a.Indexer; x != nil {
+		at.sparse = true
+		if x.Full[l] {
+			at.ix = b.indexer(l)
+		}
+	}
 	return at
 }
 
@@ -110,7 +120,8 @@ func (at *MLA) mix(m *Model, cache *kvcache.Cache, b *Batch, l int, h, out []flo
 		m.pool.MatMul(ms.qfull[:n*nh*qk], &at.q, h, n)
 	}
 	// The latent row of each token: normalised c, rotated k_rope; into
-	// the cache (one row, shared by K and V).
+	// the cache (one row, shared by K and V; a DSA layer's indexer key
+	// follows it).
 	m.pool.MatMul(ms.kv[:n*W], &at.kva, h, n)
 	for i := 0; i < n; i++ {
 		row := ms.kv[i*W : (i+1)*W]
@@ -122,11 +133,15 @@ func (at *MLA) mix(m *Model, cache *kvcache.Cache, b *Batch, l int, h, out []flo
 		}
 		if cache.Config().F32 {
 			kr, _ := cache.RowF32(cl, b.Seq[i], int(b.Pos[i]))
-			copy(kr, row)
+			copy(kr[:W], row)
 		} else {
 			kr, _ := cache.RowF16(cl, b.Seq[i], int(b.Pos[i]))
-			kernels.F32ToF16Row(kr, row)
+			kernels.F32ToF16Row(kr[:W], row)
 		}
+	}
+	if at.ix != nil {
+		at.ix.keys(m, cache, b, cl, h, W)
+		at.ix.selectPositions(m, cache, b, cl, ms.qa[:n*a.QLora], h, W)
 	}
 	// Absorb k_b into each head's query: q = (k_b[h]·q_nope) | q_rope, a
 	// query against the latent rows.
@@ -142,7 +157,7 @@ func (at *MLA) mix(m *Model, cache *kvcache.Cache, b *Batch, l int, h, out []flo
 			copy(q[L:], ms.qfull[(i*nh+hh)*qk+a.Nope:(i*nh+hh+1)*qk])
 		}
 	}
-	m.cur.layer, m.cur.window, m.cur.sinks, m.cur.scale = cl, 0, nil, a.Scale
+	m.cur.layer, m.cur.window, m.cur.sinks, m.cur.scale, m.cur.sparse = cl, 0, nil, a.Scale, at.sparse
 	m.growScores(b)
 	m.pool.For(len(s.slots), m.attnFn)
 	// s.att holds each head's Σ p·c (KVLora wide); v_b makes it a value.

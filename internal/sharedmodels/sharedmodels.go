@@ -16,7 +16,6 @@ import (
 // Pending are the architectures in the shared data that braid does not run
 // yet, with the issue that adds them.
 var Pending = map[string]string{
-	"glm-dsa":   "issue 10 (MLA + DSA)",
 	"qwen35":    "issue 16 (DeltaNet hybrids)",
 	"qwen35moe": "issue 16 (DeltaNet hybrids)",
 }
