@@ -285,7 +285,7 @@ func (c *Cluster) bindLocal() error {
 		return fmt.Errorf("rank 0: binding %s: %w", sh.String(), err)
 	}
 	r.m, r.cfg = m, &m.Cfg
-	if r.cache, err = m.NewCache(c.cacheSize()); err != nil {
+	if err := r.emptyCache(c.cacheSize()); err != nil {
 		return err
 	}
 	c.local, c.vocab = r, m.Cfg.Vocab
@@ -571,8 +571,8 @@ func (c *Cluster) Links() []engine.Link {
 
 // teardown ends the cluster after a failure: the mesh closes (so ranks
 // still waiting fail at once instead of at their deadline), the sessions
-// close (the workers keep their weights), and this rank's KV cache starts
-// empty, as the workers' will after the re-form.
+// close (the workers keep their weights), and this rank's KV cache is
+// emptied in place, as the workers' will be at the re-form.
 func (c *Cluster) teardown(cause error) {
 	c.broken = cause
 	c.formed = false
@@ -586,9 +586,7 @@ func (c *Cluster) teardown(cause error) {
 	}
 	if c.local != nil {
 		c.local.attach(nil, 0)
-		if cache, err := c.local.m.NewCache(c.cacheSize()); err == nil {
-			c.local.cache = cache
-		}
+		c.local.cache.Reset()
 	}
 	for _, w := range c.workers {
 		c.closeSession(w)

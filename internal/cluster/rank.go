@@ -140,6 +140,7 @@ func (s *swapStage) timed(t0 time.Time, n int) {
 type rank struct {
 	m     *model.Model
 	cache *kvcache.Cache
+	size  model.CacheSize // what cache was made for
 	cfg   *model.Config
 	sh    model.Shard
 	world int
@@ -161,6 +162,25 @@ func newRankLinks(sh *model.Shard, world, tp, pp int) (*swapComm, *swapStage) {
 		st = &swapStage{}
 	}
 	return comm, st
+}
+
+// emptyCache gives the rank an empty KV cache of size sz for a new session.
+// The same size empties the cache it has (Reset): a new one allocated
+// beside it would double the KV memory for as long as both are live, at
+// the moment a re-form follows a failure. Another size lets the old cache
+// go before allocating the new one.
+func (r *rank) emptyCache(sz model.CacheSize) error {
+	if r.cache != nil && r.size == sz {
+		r.cache.Reset()
+		return nil
+	}
+	r.cache = nil
+	c, err := r.m.NewCache(sz)
+	if err != nil {
+		return err
+	}
+	r.cache, r.size = c, sz
+	return nil
 }
 
 // attach points the rank's links at a new mesh (nil detaches them).

@@ -426,7 +426,7 @@ func (w *Worker) findModel(m *loadMsg) (string, error) {
 }
 
 // load makes this worker hold the shard m asks for. The same model and
-// shard as now reuses the weights (a fresh KV cache still); anything else
+// shard as now reuses the weights (and its KV cache, emptied); anything else
 // frees them first. A shard that does not fit is refused before anything
 // is allocated.
 func (w *Worker) load(m *loadMsg, stage func(string)) error {
@@ -440,11 +440,9 @@ func (w *Worker) load(m *loadMsg, stage func(string)) error {
 	key := loadKey{sha: m.SHA256, shard: fmt.Sprintf("%+v", m.Shard), rank: m.Rank, world: m.World, tp: m.TP, pp: m.PP, maxBatch: m.MaxBatch}
 	if w.cur != nil && w.cur.key == key {
 		stage("reusing the loaded shard")
-		cache, err := w.cur.r.m.NewCache(m.cacheSize())
-		if err != nil {
+		if err := w.cur.r.emptyCache(m.cacheSize()); err != nil {
 			return err
 		}
-		w.cur.r.cache = cache
 		w.log.Info("worker: reusing the loaded shard", "model", w.cur.path, "rank", m.Rank, "shard", w.cur.r.sh.String())
 		return nil
 	}
@@ -512,7 +510,7 @@ func (w *Worker) load(m *loadMsg, stage func(string)) error {
 	}
 	r.m = mod
 	r.cfg = &mod.Cfg
-	if r.cache, err = mod.NewCache(m.cacheSize()); err != nil {
+	if err = r.emptyCache(m.cacheSize()); err != nil {
 		pool.Close()
 		return err
 	}
