@@ -87,6 +87,24 @@ type worker struct {
 	stepReqs, stepResps atomic.Uint64
 	res                 result
 	totals              rankTotals
+
+	// The session's frame totals as the step goroutine last published
+	// them (Counters reads these, never sess, which a re-form replaces),
+	// and those of the sessions closed before it.
+	framesSent, framesRecv atomic.Uint64
+	closedSent, closedRecv uint64
+}
+
+// publish stores w's frame totals for Counters; called by the goroutine
+// that owns the cluster.
+func (w *worker) publish() {
+	sent, recv := w.closedSent, w.closedRecv
+	if w.sess != nil {
+		p := w.sess.Stats().Peers[1]
+		sent, recv = sent+p.FramesSent, recv+p.FramesRecv
+	}
+	w.framesSent.Store(sent)
+	w.framesRecv.Store(recv)
 }
 
 // rankTotals are one rank's running step times, written by the step
@@ -372,7 +390,11 @@ func (c *Cluster) dial(ctx context.Context, w *worker) error {
 func (c *Cluster) closeSession(w *worker) {
 	if w.sess != nil {
 		w.sess.Close()
+		p := w.sess.Stats().Peers[1]
+		w.closedSent += p.FramesSent
+		w.closedRecv += p.FramesRecv
 		w.sess = nil
+		w.publish()
 	}
 }
 
@@ -735,6 +757,7 @@ func (c *Cluster) step(b *model.Batch, out engine.Output, logits []float32) erro
 	c.localTotals.add(ld, ar, st)
 	for _, w := range c.workers {
 		w.totals.add(time.Duration(w.res.Compute), time.Duration(w.res.Reduce), time.Duration(w.res.Stage))
+		w.publish()
 	}
 	rows := b.Outputs()
 	if rows == 0 {
@@ -862,14 +885,15 @@ func (c *Cluster) Truncate(seq kvcache.SeqID, n int) error {
 }
 
 // KVConfig is this rank's cache configuration (every rank has the same
-// blocks).
+// blocks). Like every Backend method, for the goroutine that runs the steps.
 func (c *Cluster) KVConfig() kvcache.Config { return c.local.cache.Config() }
 
 // KVStats is this rank's cache pool snapshot.
 func (c *Cluster) KVStats() kvcache.Stats { return c.local.cache.Stats() }
 
 // WorkerCounters are the step frames exchanged with one worker, and the
-// session's frame totals (every request and response, including loads).
+// frame totals of its sessions (every request and response, including
+// loads) as of the end of the last step or session.
 type WorkerCounters struct {
 	Rank                       int
 	Addr                       string
@@ -877,18 +901,24 @@ type WorkerCounters struct {
 	FramesSent, FramesReceived uint64
 }
 
-// Counters returns the frame counters per worker.
+// Counters returns the frame counters per worker. Safe to call while steps
+// run: it reads what the cluster's goroutine published.
 func (c *Cluster) Counters() []WorkerCounters {
 	out := make([]WorkerCounters, 0, len(c.workers))
 	for _, w := range c.workers {
-		wc := WorkerCounters{Rank: w.rank, Addr: w.node.Addr, StepRequests: w.stepReqs.Load(), StepResults: w.stepResps.Load()}
-		if w.sess != nil {
-			s := w.sess.Stats()
-			wc.FramesSent, wc.FramesReceived = s.Peers[1].FramesSent, s.Peers[1].FramesRecv
-		}
-		out = append(out, wc)
+		out = append(out, WorkerCounters{Rank: w.rank, Addr: w.node.Addr, StepRequests: w.stepReqs.Load(), StepResults: w.stepResps.Load(),
+			FramesSent: w.framesSent.Load(), FramesReceived: w.framesRecv.Load()})
 	}
 	return out
+}
+
+// liveCounters are the counters as of now, for the goroutine that owns
+// the cluster (a profile counts the frames up to its own requests).
+func (c *Cluster) liveCounters() []WorkerCounters {
+	for _, w := range c.workers {
+		w.publish()
+	}
+	return c.Counters()
 }
 
 // Unload asks every worker to free its weights, then closes.

@@ -214,7 +214,7 @@ func (c *Cluster) StartProfile() error {
 	}
 	c.local.startProfile(c.mesh)
 	c.profSteps, c.profTime = 0, 0
-	c.profCounters = c.Counters()
+	c.profCounters = c.liveCounters()
 	c.profiling = true
 	return nil
 }
@@ -225,7 +225,7 @@ func (c *Cluster) StopProfile() (*Profile, error) {
 		return nil, fmt.Errorf("cluster: profiling was not started")
 	}
 	c.profiling = false
-	after := c.Counters()
+	after := c.liveCounters()
 	p := &Profile{Steps: c.profSteps, StepTime: c.profTime, Mode: c.mode.String()}
 	lp, err := c.local.stopProfile(0, c.mesh)
 	if err != nil {

@@ -19,7 +19,10 @@ import (
 // are answered locally) and are replayed on every other rank before the next
 // step, in the same order, so all caches stay in step.
 //
-// One goroutine uses a Backend at a time.
+// One goroutine uses a Backend at a time, its figures included: what other
+// goroutines show (the server's /metrics) comes from what that goroutine
+// publishes (Scheduler.Counters) and from the methods a backend documents
+// as safe from any goroutine (Ranked).
 type Backend interface {
 	// Vocab is the size of a full logits row.
 	Vocab() int
@@ -194,7 +197,8 @@ type Link struct {
 }
 
 // Ranked is implemented by backends spread over several ranks (a cluster),
-// so that the server can export their per-rank figures.
+// so that the server can export their per-rank figures. Its methods are
+// safe to call from any goroutine while steps run.
 type Ranked interface {
 	RankStats() []RankStats
 	Links() []Link

@@ -170,7 +170,9 @@ func (st *Stream) wake() {
 }
 
 // Counters are the scheduler's running totals and gauges, read without
-// stopping it.
+// stopping it: the loop publishes them, so reading them never touches the
+// backend, which belongs to the loop (a cluster replaces its mesh and
+// empties its cache while it re-forms).
 type Counters struct {
 	Steps            int64
 	PromptTokens     int64 // evaluated prompt tokens (reused ones excluded)
@@ -219,9 +221,9 @@ type Scheduler struct {
 	running  atomic.Bool
 
 	// written by the loop, read by Counters
-	steps, promptToks, reusedToks, genToks atomic.Int64
-	busy, kvUsed, cachedN, maxStep         atomic.Int64
-	stepSeqs                               []atomic.Int64
+	steps, promptToks, reusedToks, genToks  atomic.Int64
+	busy, kvUsed, kvTotal, cachedN, maxStep atomic.Int64
+	stepSeqs                                []atomic.Int64
 
 	// degraded is why the last step failed with ErrUnavailable (a cluster
 	// rank down), "" after a step succeeds: /health reports it.
@@ -280,7 +282,7 @@ func NewScheduler(b Backend, cfg SchedulerConfig) (*Scheduler, error) {
 		stepSeqs: make([]atomic.Int64, cfg.Parallel+1),
 		logits:   make([]float32, cfg.Parallel*b.Vocab()),
 	}
-	s.kvUsed.Store(int64(b.KVStats().BlocksUsed))
+	s.publishKV()
 	return s, nil
 }
 
@@ -321,7 +323,7 @@ func (s *Scheduler) Counters() Counters {
 	c := Counters{
 		Steps: s.steps.Load(), PromptTokens: s.promptToks.Load(), ReusedTokens: s.reusedToks.Load(),
 		GenTokens: s.genToks.Load(), Queue: int(s.pending.Load()), Busy: int(s.busy.Load()),
-		KVBlocksUsed: int(s.kvUsed.Load()), KVBlocksTotal: s.b.KVConfig().Blocks,
+		KVBlocksUsed: int(s.kvUsed.Load()), KVBlocksTotal: int(s.kvTotal.Load()),
 		CachedSequences: int(s.cachedN.Load()), MaxStepSequences: int(s.maxStep.Load()),
 		StepSequences: make([]int64, len(s.stepSeqs)),
 	}
@@ -329,6 +331,14 @@ func (s *Scheduler) Counters() Counters {
 		c.StepSequences[i] = s.stepSeqs[i].Load()
 	}
 	return c
+}
+
+// publishKV stores the cache's occupancy for Counters; only the goroutine
+// that owns the backend (NewScheduler's caller, then Run) calls it.
+func (s *Scheduler) publishKV() {
+	st := s.b.KVStats()
+	s.kvUsed.Store(int64(st.BlocksUsed))
+	s.kvTotal.Store(int64(st.BlocksTotal))
 }
 
 // Running reports whether Run is active.
@@ -356,10 +366,11 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		s.drain()
 		s.dropCancelled()
 		s.admit()
-		if len(s.active) == 0 {
-			continue
+		if len(s.active) > 0 {
+			s.step()
 		}
-		s.step()
+		// Cancelled and refused requests free blocks too, not only steps.
+		s.publishKV()
 	}
 }
 
@@ -386,6 +397,7 @@ func (s *Scheduler) shutdown() {
 	}
 	s.active = s.active[:0]
 	s.busy.Store(0)
+	s.publishKV()
 }
 
 // dropCancelled ends the requests whose context is over, so a client that
@@ -634,7 +646,6 @@ func (s *Scheduler) step() {
 	clear(s.active[len(a):])
 	s.active = a
 	s.busy.Store(int64(len(s.active)))
-	s.kvUsed.Store(int64(s.b.KVStats().BlocksUsed))
 }
 
 // sampleInto samples q's next token from its logits row and emits it;
