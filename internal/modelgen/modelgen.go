@@ -7,7 +7,6 @@ package modelgen
 import (
 	"fmt"
 	"math"
-	"math/rand/v2"
 
 	"braid/internal/gguf"
 	"braid/internal/quant"
@@ -15,30 +14,45 @@ import (
 
 // Config is the shape of a generated model.
 type Config struct {
-	Arch                    string // llama, qwen2, qwen3 or qwen3moe
+	Arch                    string // llama, qwen2, qwen3, qwen3moe or gpt-oss
 	Name                    string
 	Layers, Embd, FF        int
 	Heads, KVHeads, HeadDim int // HeadDim 0 = Embd/Heads
 	Vocab                   int // at least 259: specials and the 256 byte tokens
 	Context                 int
-	Experts, ExpertsUsed    int        // qwen3moe only
-	ExpertFF                int        // qwen3moe only; 0 = FF
-	Type                    quant.Type // matrices; norms and biases stay F32
+	Experts, ExpertsUsed    int        // qwen3moe and gpt-oss only
+	ExpertFF                int        // qwen3moe and gpt-oss only; 0 = FF
+	Type                    quant.Type // matrices; norms, biases, sinks and routers stay F32
 	EmbedType               quant.Type // token embedding; 0 = Type
-	TiedOutput              bool       // no output.weight: the head reuses token_embd
+	TiedOutput              bool       // no output.weight: the head reuses token_embd (not gpt-oss)
 	// TypeFor, when set, picks each matrix type by tensor name (mixes such
 	// as Q4_K_M); it may return 0 to keep Type.
 	TypeFor  func(name string) quant.Type
-	RopeBase float32 // 0 = 10000
-	Seed     uint64
+	RopeBase float32 // 0 = 10000 (gpt-oss: 150000)
+	NormEps  float32 // RMS norm epsilon; 0 = 1e-6 (gpt-oss: 1e-5)
+	// SlidingWindow is gpt-oss's attention.sliding_window, the keys a
+	// sliding layer attends to (llama.cpp slides every other layer, the
+	// first included); 0 = 128, gpt-oss's.
+	SlidingWindow int
+	// YaRN rope scaling, written as rope.scaling.*: RopeScale is the context
+	// factor, RopeOrigContext the context the model was trained at, and the
+	// betas bound the ramp between interpolated and extrapolated
+	// frequencies. RopeScale 0 means none, except for gpt-oss, which then
+	// gets its real values (32 over 4096 positions, betas 32 and 1) unless
+	// RopeScale is negative. The other fields default to those values too.
+	RopeScale                  float32
+	RopeOrigContext            int
+	YarnBetaFast, YarnBetaSlow float32
+	Seed                       uint64
 }
 
 func (c *Config) fill() error {
 	if c.Arch == "" {
 		c.Arch = "llama"
 	}
+	gptOSS := c.Arch == "gpt-oss"
 	switch c.Arch {
-	case "llama", "qwen2", "qwen3", "qwen3moe":
+	case "llama", "qwen2", "qwen3", "qwen3moe", "gpt-oss":
 	default:
 		return fmt.Errorf("modelgen: unsupported architecture %q", c.Arch)
 	}
@@ -48,11 +62,14 @@ func (c *Config) fill() error {
 	if c.KVHeads == 0 {
 		c.KVHeads = c.Heads
 	}
-	if c.Heads <= 0 || c.Layers <= 0 || c.Embd <= 0 || c.FF <= 0 || c.Heads%c.KVHeads != 0 {
+	if c.Heads <= 0 || c.KVHeads <= 0 || c.Layers <= 0 || c.Embd <= 0 || c.FF <= 0 || c.Heads%c.KVHeads != 0 {
 		return fmt.Errorf("modelgen: bad shape layers=%d embd=%d ff=%d heads=%d kv_heads=%d", c.Layers, c.Embd, c.FF, c.Heads, c.KVHeads)
 	}
 	if c.HeadDim == 0 {
 		c.HeadDim = c.Embd / c.Heads
+	}
+	if c.HeadDim <= 0 {
+		return fmt.Errorf("modelgen: head size %d (embd %d, %d heads)", c.HeadDim, c.Embd, c.Heads)
 	}
 	if c.Vocab < 259 {
 		return fmt.Errorf("modelgen: vocabulary of %d tokens is smaller than the 259 special and byte tokens", c.Vocab)
@@ -60,12 +77,52 @@ func (c *Config) fill() error {
 	if c.Context == 0 {
 		c.Context = 4096
 	}
-	if c.Arch == "qwen3moe" {
+	if c.moe() {
 		if c.Experts <= 0 || c.ExpertsUsed <= 0 || c.ExpertsUsed > c.Experts {
-			return fmt.Errorf("modelgen: qwen3moe needs 0 < experts_used (%d) <= experts (%d)", c.ExpertsUsed, c.Experts)
+			return fmt.Errorf("modelgen: %s needs 0 < experts_used (%d) <= experts (%d)", c.Arch, c.ExpertsUsed, c.Experts)
 		}
 		if c.ExpertFF == 0 {
 			c.ExpertFF = c.FF
+		}
+		if c.ExpertFF < 0 {
+			return fmt.Errorf("modelgen: expert feed-forward length %d", c.ExpertFF)
+		}
+	}
+	if gptOSS {
+		if c.TiedOutput {
+			return fmt.Errorf("modelgen: gpt-oss needs its own output.weight (llama.cpp requires it), TiedOutput must be false")
+		}
+		if c.SlidingWindow == 0 {
+			c.SlidingWindow = 128
+		}
+		if c.RopeScale == 0 {
+			c.RopeScale = 32
+		}
+		if c.NormEps == 0 {
+			c.NormEps = 1e-5
+		}
+		if c.RopeBase == 0 {
+			c.RopeBase = 150000
+		}
+	}
+	if c.SlidingWindow < 0 {
+		return fmt.Errorf("modelgen: sliding window of %d keys", c.SlidingWindow)
+	}
+	if c.SlidingWindow > 0 && !gptOSS {
+		return fmt.Errorf("modelgen: sliding window %d: only gpt-oss models have one here, not %s", c.SlidingWindow, c.Arch)
+	}
+	if c.RopeScale > 0 {
+		if c.RopeOrigContext == 0 {
+			c.RopeOrigContext = 4096
+		}
+		if c.YarnBetaFast == 0 {
+			c.YarnBetaFast = 32
+		}
+		if c.YarnBetaSlow == 0 {
+			c.YarnBetaSlow = 1
+		}
+		if c.RopeOrigContext < 0 {
+			return fmt.Errorf("modelgen: YaRN original context %d", c.RopeOrigContext)
 		}
 	}
 	if c.EmbedType == 0 {
@@ -74,15 +131,53 @@ func (c *Config) fill() error {
 	if c.RopeBase == 0 {
 		c.RopeBase = 10000
 	}
+	if c.NormEps == 0 {
+		c.NormEps = 1e-6
+	}
 	return nil
 }
 
-// Build returns a Writer holding the whole model, ready to write.
+// moe reports whether the architecture routes its FFN through experts.
+func (c *Config) moe() bool { return c.Arch == "qwen3moe" || c.Arch == "gpt-oss" }
+
+// Build returns a Writer holding the whole model, ready to write. The
+// tensors are generated into memory; WriteFile and Plan's File generate
+// them while writing instead.
 func Build(c Config) (*gguf.Writer, error) {
-	if err := c.fill(); err != nil {
+	f, err := Plan(c)
+	if err != nil {
 		return nil, err
 	}
-	w := gguf.NewWriter()
+	w := f.metadata()
+	g := f.values()
+	for i := range f.tensors {
+		t := &f.tensors[i]
+		vals := make([]float32, t.values)
+		g.fill(t, vals)
+		data := make([]byte, t.size)
+		if err := quant.Quantize(t.typ, vals, data); err != nil {
+			return nil, fmt.Errorf("modelgen: %s: %w", t.name, err)
+		}
+		if err := w.AddTensor(t.name, t.typ, t.shape, data); err != nil {
+			return nil, fmt.Errorf("modelgen: %w", err)
+		}
+	}
+	return w, nil
+}
+
+// WriteFile generates the model and writes it to path, generating each
+// tensor as it is written, so that the model is never in memory whole.
+func WriteFile(path string, c Config) error {
+	f, err := Plan(c)
+	if err != nil {
+		return err
+	}
+	return f.WriteFile(path, nil)
+}
+
+// setMetadata sets the file's metadata keys, in the order llama.cpp's
+// converters write them.
+func (c *Config) setMetadata(w *gguf.Writer) {
 	a := c.Arch + "."
 	w.Set("general.architecture", gguf.String(c.Arch))
 	w.Set("general.name", gguf.String(c.Name))
@@ -96,118 +191,158 @@ func Build(c Config) (*gguf.Writer, error) {
 	w.Set(a+"attention.value_length", gguf.Uint32(uint32(c.HeadDim)))
 	w.Set(a+"rope.dimension_count", gguf.Uint32(uint32(c.HeadDim)))
 	w.Set(a+"rope.freq_base", gguf.Float32(c.RopeBase))
-	w.Set(a+"attention.layer_norm_rms_epsilon", gguf.Float32(1e-6))
-	if c.Arch == "qwen3moe" {
+	w.Set(a+"attention.layer_norm_rms_epsilon", gguf.Float32(c.NormEps))
+	if c.moe() {
 		w.Set(a+"expert_count", gguf.Uint32(uint32(c.Experts)))
 		w.Set(a+"expert_used_count", gguf.Uint32(uint32(c.ExpertsUsed)))
 		w.Set(a+"expert_feed_forward_length", gguf.Uint32(uint32(c.ExpertFF)))
 	}
+	if c.Arch == "gpt-oss" {
+		w.Set(a+"vocab_size", gguf.Uint32(uint32(c.Vocab)))
+	}
+	if c.RopeScale > 0 {
+		w.Set(a+"rope.scaling.type", gguf.String("yarn"))
+		w.Set(a+"rope.scaling.factor", gguf.Float32(c.RopeScale))
+		w.Set(a+"rope.scaling.original_context_length", gguf.Uint32(uint32(c.RopeOrigContext)))
+		w.Set(a+"rope.scaling.yarn_beta_fast", gguf.Float32(c.YarnBetaFast))
+		w.Set(a+"rope.scaling.yarn_beta_slow", gguf.Float32(c.YarnBetaSlow))
+	}
+	if c.SlidingWindow > 0 {
+		w.Set(a+"attention.sliding_window", gguf.Uint32(uint32(c.SlidingWindow)))
+	}
 	addVocab(w, c.Vocab)
-
-	g := &gen{w: w, rng: rand.New(rand.NewPCG(c.Seed, 0x6272616964)), typeFor: c.TypeFor}
-	qdim, kvdim := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
-	g.tensor("token_embd.weight", c.EmbedType, 1, c.Embd, c.Vocab)
-	for l := 0; l < c.Layers; l++ {
-		p := fmt.Sprintf("blk.%d.", l)
-		g.norm(p+"attn_norm.weight", c.Embd)
-		g.tensor(p+"attn_q.weight", c.Type, 1/math.Sqrt(float64(c.Embd)), c.Embd, qdim)
-		g.tensor(p+"attn_k.weight", c.Type, 1/math.Sqrt(float64(c.Embd)), c.Embd, kvdim)
-		g.tensor(p+"attn_v.weight", c.Type, 1/math.Sqrt(float64(c.Embd)), c.Embd, kvdim)
-		g.tensor(p+"attn_output.weight", c.Type, 1/math.Sqrt(float64(qdim)), qdim, c.Embd)
-		if c.Arch == "qwen2" {
-			g.tensor(p+"attn_q.bias", quant.F32, 0.1, qdim)
-			g.tensor(p+"attn_k.bias", quant.F32, 0.1, kvdim)
-			g.tensor(p+"attn_v.bias", quant.F32, 0.1, kvdim)
-		}
-		if c.Arch == "qwen3" || c.Arch == "qwen3moe" {
-			g.norm(p+"attn_q_norm.weight", c.HeadDim)
-			g.norm(p+"attn_k_norm.weight", c.HeadDim)
-		}
-		g.norm(p+"ffn_norm.weight", c.Embd)
-		if c.Arch == "qwen3moe" {
-			g.tensor(p+"ffn_gate_inp.weight", quant.F32, 1/math.Sqrt(float64(c.Embd)), c.Embd, c.Experts)
-			g.tensor(p+"ffn_gate_exps.weight", c.Type, 1/math.Sqrt(float64(c.Embd)), c.Embd, c.ExpertFF, c.Experts)
-			g.tensor(p+"ffn_up_exps.weight", c.Type, 1/math.Sqrt(float64(c.Embd)), c.Embd, c.ExpertFF, c.Experts)
-			g.tensor(p+"ffn_down_exps.weight", c.Type, 1/math.Sqrt(float64(c.ExpertFF)), c.ExpertFF, c.Embd, c.Experts)
-			continue
-		}
-		g.tensor(p+"ffn_gate.weight", c.Type, 1/math.Sqrt(float64(c.Embd)), c.Embd, c.FF)
-		g.tensor(p+"ffn_up.weight", c.Type, 1/math.Sqrt(float64(c.Embd)), c.Embd, c.FF)
-		g.tensor(p+"ffn_down.weight", c.Type, 1/math.Sqrt(float64(c.FF)), c.FF, c.Embd)
-	}
-	g.norm("output_norm.weight", c.Embd)
-	if !c.TiedOutput {
-		g.tensor("output.weight", c.Type, 1/math.Sqrt(float64(c.Embd)), c.Embd, c.Vocab)
-	}
-	return w, g.err
 }
 
-// WriteFile generates the model and writes it to path.
-func WriteFile(path string, c Config) error {
-	w, err := Build(c)
-	if err != nil {
-		return err
-	}
-	return w.WriteFile(path)
+// tensorSpec is one tensor of a planned file: where it goes and how its
+// values are drawn (mean + std * N(0,1), one draw per value in order).
+type tensorSpec struct {
+	name      string
+	typ       quant.Type
+	shape     []int64
+	values    int64
+	size      int64
+	offset    int64 // in the data section
+	mean, std float64
 }
 
-type gen struct {
-	w       *gguf.Writer
-	rng     *rand.Rand
-	typeFor func(string) quant.Type
+// planner lists a model's tensors in file order, the order llama.cpp's
+// converters write them in.
+type planner struct {
+	c       *Config
+	tensors []tensorSpec
 	err     error
 }
 
-// tensor adds a tensor of normal random values with the given standard
-// deviation; shape is in ggml order (values per row first).
-func (g *gen) tensor(name string, t quant.Type, std float64, shape ...int) {
-	if g.err != nil {
-		return
-	}
-	if g.typeFor != nil && len(shape) > 1 {
-		if tt := g.typeFor(name); tt != 0 {
+// matrix adds a weight matrix: type t unless TypeFor picks another, normal
+// values with standard deviation 1/sqrt(ne0) (so a product keeps the scale
+// of its input) or, for the token embedding, 1.
+func (p *planner) matrix(name string, t quant.Type, std float64, shape ...int) {
+	if p.c.TypeFor != nil {
+		if tt := p.c.TypeFor(name); tt != 0 {
 			t = tt
 		}
 	}
-	n := 1
-	sh := make([]int64, len(shape))
-	for i, d := range shape {
-		n *= d
-		sh[i] = int64(d)
-	}
-	vals := make([]float32, n)
-	for i := range vals {
-		vals[i] = float32(g.rng.NormFloat64() * std)
-	}
-	g.add(name, t, sh, vals)
+	p.add(name, t, 0, std, shape)
+}
+
+// f32 adds a tensor kept in F32 whatever the file type, as llama-quantize
+// keeps norms, biases, attention sinks and expert routers.
+func (p *planner) f32(name string, mean, std float64, shape ...int) {
+	p.add(name, quant.F32, mean, std, shape)
 }
 
 // norm adds a norm weight near 1, as trained models have.
-func (g *gen) norm(name string, n int) {
-	if g.err != nil {
+func (p *planner) norm(name string, n int) { p.f32(name, 1, 0.1, n) }
+
+func (p *planner) add(name string, t quant.Type, mean, std float64, shape []int) {
+	if p.err != nil {
 		return
 	}
-	vals := make([]float32, n)
-	for i := range vals {
-		vals[i] = float32(1 + 0.1*g.rng.NormFloat64())
+	sh := make([]int64, len(shape))
+	n := int64(1)
+	for i, d := range shape {
+		sh[i] = int64(d)
+		n *= int64(d)
 	}
-	g.add(name, quant.F32, []int64{int64(n)}, vals)
+	if !quant.CanQuantize(t) {
+		p.err = fmt.Errorf("modelgen: %s: quantizing to %s is not supported", name, t)
+		return
+	}
+	if _, err := t.RowBytes(sh[0]); err != nil {
+		p.err = fmt.Errorf("modelgen: %s %v: %v; pick a type whose block divides %d", name, sh, err, sh[0])
+		return
+	}
+	size, _ := t.RowBytes(n)
+	p.tensors = append(p.tensors, tensorSpec{name: name, typ: t, shape: sh, values: n, size: size, mean: mean, std: std})
 }
 
-func (g *gen) add(name string, t quant.Type, shape []int64, vals []float32) {
-	size, err := t.RowBytes(int64(len(vals)))
-	if err != nil {
-		g.err = fmt.Errorf("modelgen: %s: %w", name, err)
-		return
+// plan lists the tensors of the model c (filled).
+func (c *Config) plan() ([]tensorSpec, error) {
+	p := &planner{c: c}
+	qdim, kvdim := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	inv := func(n int) float64 { return 1 / math.Sqrt(float64(n)) }
+	p.matrix("token_embd.weight", c.EmbedType, 1, c.Embd, c.Vocab)
+	for l := 0; l < c.Layers; l++ {
+		pre := fmt.Sprintf("blk.%d.", l)
+		p.norm(pre+"attn_norm.weight", c.Embd)
+		p.matrix(pre+"attn_q.weight", c.Type, inv(c.Embd), c.Embd, qdim)
+		p.matrix(pre+"attn_k.weight", c.Type, inv(c.Embd), c.Embd, kvdim)
+		p.matrix(pre+"attn_v.weight", c.Type, inv(c.Embd), c.Embd, kvdim)
+		if c.Arch == "gpt-oss" {
+			c.planGPTOSSLayer(p, pre)
+			continue
+		}
+		p.matrix(pre+"attn_output.weight", c.Type, inv(qdim), qdim, c.Embd)
+		if c.Arch == "qwen2" {
+			p.f32(pre+"attn_q.bias", 0, 0.1, qdim)
+			p.f32(pre+"attn_k.bias", 0, 0.1, kvdim)
+			p.f32(pre+"attn_v.bias", 0, 0.1, kvdim)
+		}
+		if c.Arch == "qwen3" || c.Arch == "qwen3moe" {
+			p.norm(pre+"attn_q_norm.weight", c.HeadDim)
+			p.norm(pre+"attn_k_norm.weight", c.HeadDim)
+		}
+		p.norm(pre+"ffn_norm.weight", c.Embd)
+		if c.Arch == "qwen3moe" {
+			p.f32(pre+"ffn_gate_inp.weight", 0, inv(c.Embd), c.Embd, c.Experts)
+			p.matrix(pre+"ffn_gate_exps.weight", c.Type, inv(c.Embd), c.Embd, c.ExpertFF, c.Experts)
+			p.matrix(pre+"ffn_up_exps.weight", c.Type, inv(c.Embd), c.Embd, c.ExpertFF, c.Experts)
+			p.matrix(pre+"ffn_down_exps.weight", c.Type, inv(c.ExpertFF), c.ExpertFF, c.Embd, c.Experts)
+			continue
+		}
+		p.matrix(pre+"ffn_gate.weight", c.Type, inv(c.Embd), c.Embd, c.FF)
+		p.matrix(pre+"ffn_up.weight", c.Type, inv(c.Embd), c.Embd, c.FF)
+		p.matrix(pre+"ffn_down.weight", c.Type, inv(c.FF), c.FF, c.Embd)
 	}
-	data := make([]byte, size)
-	if err := quant.Quantize(t, vals, data); err != nil {
-		g.err = fmt.Errorf("modelgen: %s: %w", name, err)
-		return
+	p.norm("output_norm.weight", c.Embd)
+	if !c.TiedOutput {
+		p.matrix("output.weight", c.Type, inv(c.Embd), c.Embd, c.Vocab)
 	}
-	if err := g.w.AddTensor(name, t, shape, data); err != nil {
-		g.err = fmt.Errorf("modelgen: %w", err)
-	}
+	return p.tensors, p.err
+}
+
+// planGPTOSSLayer lists the rest of a gpt-oss layer after attn_q/k/v:
+// biases on every attention projection, one learned sink logit per head,
+// and an MoE whose router and experts have biases too. The sinks are
+// N(0, 1): logits of the order of the attention scores.
+func (c *Config) planGPTOSSLayer(p *planner, pre string) {
+	qdim, kvdim := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	inv := func(n int) float64 { return 1 / math.Sqrt(float64(n)) }
+	p.f32(pre+"attn_q.bias", 0, 0.1, qdim)
+	p.f32(pre+"attn_k.bias", 0, 0.1, kvdim)
+	p.f32(pre+"attn_v.bias", 0, 0.1, kvdim)
+	p.matrix(pre+"attn_output.weight", c.Type, inv(qdim), qdim, c.Embd)
+	p.f32(pre+"attn_output.bias", 0, 0.1, c.Embd)
+	p.f32(pre+"attn_sinks.weight", 0, 1, c.Heads)
+	p.norm(pre+"post_attention_norm.weight", c.Embd)
+	p.f32(pre+"ffn_gate_inp.weight", 0, inv(c.Embd), c.Embd, c.Experts)
+	p.f32(pre+"ffn_gate_inp.bias", 0, 0.1, c.Experts)
+	p.matrix(pre+"ffn_gate_exps.weight", c.Type, inv(c.Embd), c.Embd, c.ExpertFF, c.Experts)
+	p.matrix(pre+"ffn_up_exps.weight", c.Type, inv(c.Embd), c.Embd, c.ExpertFF, c.Experts)
+	p.matrix(pre+"ffn_down_exps.weight", c.Type, inv(c.ExpertFF), c.ExpertFF, c.Embd, c.Experts)
+	p.f32(pre+"ffn_gate_exps.bias", 0, 0.1, c.ExpertFF, c.Experts)
+	p.f32(pre+"ffn_up_exps.bias", 0, 0.1, c.ExpertFF, c.Experts)
+	p.f32(pre+"ffn_down_exps.bias", 0, 0.1, c.Embd, c.Experts)
 }
 
 // addVocab writes a SentencePiece vocabulary: <unk> <s> </s>, the 256 byte

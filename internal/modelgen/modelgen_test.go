@@ -21,6 +21,8 @@ func TestWriteFileOpens(t *testing.T) {
 			[]string{"blk.0.attn_q.bias"}},
 		{"qwen3 tied", Config{Arch: "qwen3", Layers: 1, Embd: 256, FF: 256, Heads: 2, Vocab: 300, Type: quant.Q4_K, TiedOutput: true}, 11 + 2,
 			[]string{"blk.0.attn_k_norm.weight"}},
+		{"gpt-oss", Config{Arch: "gpt-oss", Layers: 2, Embd: 64, FF: 64, Heads: 4, KVHeads: 2, Vocab: 300, Experts: 4, ExpertsUsed: 2, Type: quant.Q8_0}, 2*19 + 3,
+			[]string{"blk.1.attn_sinks.weight", "blk.0.ffn_down_exps.bias", "output.weight"}},
 		{"qwen3moe", Config{Arch: "qwen3moe", Layers: 1, Embd: 64, FF: 64, Heads: 2, Vocab: 260, Experts: 4, ExpertsUsed: 2, Type: quant.F32}, 12 + 3,
 			[]string{"blk.0.ffn_gate_exps.weight"}},
 	}
@@ -60,6 +62,11 @@ func TestBadConfig(t *testing.T) {
 		{Layers: 1, Embd: 64, FF: 64, Heads: 3, KVHeads: 2, Vocab: 300, Type: quant.F32},
 		{Layers: 1, Embd: 64, FF: 64, Heads: 2, Vocab: 10, Type: quant.F32},
 		{Layers: 1, Embd: 100, FF: 64, Heads: 2, Vocab: 300, Type: quant.Q4_K},
+		{Arch: "gpt-oss", Layers: 1, Embd: 64, FF: 64, Heads: 2, Vocab: 300, Experts: 4, ExpertsUsed: 2, Type: quant.F32, TiedOutput: true},
+		{Arch: "gpt-oss", Layers: 1, Embd: 64, FF: 64, Heads: 2, Vocab: 300, Type: quant.F32},
+		{Arch: "gpt-oss", Layers: 1, Embd: 64, FF: 64, Heads: 2, Vocab: 300, Experts: 4, ExpertsUsed: 5, Type: quant.F32},
+		{Arch: "llama", Layers: 1, Embd: 64, FF: 64, Heads: 2, Vocab: 300, Type: quant.F32, SlidingWindow: 16},
+		{Layers: 1, Embd: 256, FF: 256, Heads: 2, Vocab: 300, Type: quant.IQ2_XXS},
 	} {
 		if _, err := Build(c); err == nil {
 			t.Errorf("Build(%+v) succeeded, want an error", c)
