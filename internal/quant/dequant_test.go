@@ -13,7 +13,9 @@ var refTypes = []string{"f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "
 
 // refIQTypes are the tensors of quants-iq.gguf this package dequantizes;
 // the file's README documents every one, so a missing one is an error.
-var refIQTypes = []string{"q1_0", "q2_0", "act_q8_0"}
+var refIQTypes = []string{"q1_0", "q2_0", "act_q8_0",
+	"iq1_s", "iq1_m", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "tq1_0", "tq2_0",
+	"iq1_m.no_imatrix", "iq2_s.no_imatrix", "iq3_xxs.no_imatrix", "iq3_s.imatrix"}
 
 // TestDequantizeRef compares every value bit for bit with llama.cpp's
 // to_float of the same blocks.
