@@ -67,7 +67,8 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		return runBenchServe(args[1:], stdout, stderr)
 	}
 	fs := newFlags("bench", "-m MODEL [-p 512] [-n 128] [-r 5] [-t THREADS] [--json]", stderr)
-	path := fs.String("m", "", "model file")
+	path := fs.String("m", "", "model file, or ORG/NAME[:QUANT] from the Hugging Face hub cache")
+	pull := pullFlag(fs)
 	pFlag := fs.String("p", "512", "prompt lengths, comma-separated (0 = no prefill test)")
 	nFlag := fs.String("n", "128", "generated lengths, comma-separated (0 = no decode test)")
 	tFlag := fs.String("t", strconv.Itoa(defaultThreads()), "thread counts, comma-separated")
@@ -85,6 +86,9 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	}
 	if *path == "" {
 		return usagef("-m MODEL is required")
+	}
+	if _, err := resolveModel(path, *pull, stderr); err != nil {
+		return err
 	}
 	if *reps < 1 {
 		return usagef("-r %d: need at least one run", *reps)

@@ -126,6 +126,9 @@ func (f *clusterFlags) config(path string) (cluster.Config, error) {
 // loadBackend loads the model on this node (loadModel) or, with --workers
 // or --cluster, across the cluster; either way l.backend runs it.
 func loadBackend(mf *modelFlags, cf *clusterFlags, seqs int, stderr io.Writer) (*loaded, error) {
+	if err := mf.resolve(stderr); err != nil {
+		return nil, err
+	}
 	cfg, err := cf.config(mf.path)
 	if err != nil {
 		return nil, err

@@ -25,6 +25,7 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 	tensor := fs.String("tensor", "", "dequantize this tensor to little-endian float32, row-major")
 	out := fs.String("out", "", "file to write the --tensor values to")
 	ctx := fs.Int("c", 0, "context length for the memory estimate (default: the model's, at most 4096)")
+	pull := pullFlag(fs)
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -34,6 +35,9 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 	}
 	if (*tensor == "") != (*out == "") {
 		return usagef("--tensor and --out go together")
+	}
+	if _, err := resolveModel(&pos[0], *pull, stderr); err != nil {
+		return err
 	}
 	m, err := gguf.Open(pos[0])
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"braid/internal/cluster"
 	"braid/internal/engine"
 	"braid/internal/gguf"
+	"braid/internal/hub"
 	"braid/internal/kernels"
 	"braid/internal/kvcache"
 	"braid/internal/model"
@@ -26,6 +27,10 @@ type modelFlags struct {
 	// serving keeps the Go runtime on every CPU even when the rank
 	// computes on fewer (the HTTP side needs its own); see limitProcs.
 	serving bool
+	// pull lets -m ORG/NAME:QUANT download a model the hub cache lacks;
+	// hub is the model -m named, once resolved (pull.go).
+	pull bool
+	hub  *hub.Model
 }
 
 // limitProcs sets GOMAXPROCS to a rank's compute threads when they are
@@ -45,7 +50,8 @@ func limitProcs(threads int) (undo func()) {
 }
 
 func (f *modelFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.path, "m", "", "model file (GGUF; any part of a split model)")
+	fs.StringVar(&f.path, "m", "", "model file (GGUF; any part of a split model), or ORG/NAME[:QUANT] from the Hugging Face hub cache")
+	fs.BoolVar(&f.pull, "pull", false, "with -m ORG/NAME:QUANT: download the model when the hub cache lacks it (never done silently)")
 	fs.IntVar(&f.threads, "t", defaultThreads(), "threads")
 	fs.IntVar(&f.ctx, "c", 0, "context length in tokens (default: the model's, at most 4096)")
 	fs.BoolVar(&f.kvF32, "kv-f32", false, "keep the KV cache in float32 instead of float16")
@@ -86,6 +92,9 @@ func loadModel(f *modelFlags, seqs int, stderr io.Writer) (*loaded, error) {
 	}
 	if f.threads <= 0 {
 		return nil, usagef("-t %d: need at least one thread", f.threads)
+	}
+	if err := f.resolve(stderr); err != nil {
+		return nil, err
 	}
 	file, err := gguf.Open(f.path)
 	if err != nil {

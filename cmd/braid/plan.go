@@ -20,7 +20,8 @@ func init() {
 
 func runPlan(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("plan", "-m MODEL [--workers HOST:PORT,... | --ranks N] [--mem BYTES,...] [--split tensor|layer|tensor=T,layer=L] [--tensor-split W,...] [-c CTX] [--parallel N]", stderr)
-	path := fs.String("m", "", "model file (GGUF; any part of a split model)")
+	path := fs.String("m", "", "model file (GGUF; any part of a split model), or ORG/NAME[:QUANT] from the Hugging Face hub cache")
+	pull := pullFlag(fs)
 	workers := fs.String("workers", "", "worker addresses, in rank order after this node (rank 0)")
 	nRanks := fs.Int("ranks", 0, "plan for N ranks without naming them (instead of --workers)")
 	mems := fs.String("mem", "", "memory available per rank in rank order (one value for all), e.g. 64G,32G; default: this node's for rank 0, unknown for the others")
@@ -36,6 +37,9 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 	}
 	if *path == "" {
 		return usagef("-m MODEL is required")
+	}
+	if _, err := resolveModel(path, *pull, stderr); err != nil {
+		return err
 	}
 	if *workers != "" && *nRanks != 0 {
 		return usagef("give --workers or --ranks, not both")

@@ -69,8 +69,15 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("--api-key-file %s holds no key", *keyFile)
 		}
 	}
+	spec := mf.path
+	if err := mf.resolve(stderr); err != nil {
+		return err
+	}
 	name := *alias
 	fileName := strings.TrimSuffix(filepath.Base(mf.path), ".gguf")
+	if name == "" && mf.hub != nil {
+		name = spec // as asked for: ORG/NAME:QUANT
+	}
 	if name == "" {
 		name = fileName
 	}

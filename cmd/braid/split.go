@@ -19,7 +19,8 @@ func init() {
 
 func runSplit(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("split", "-m MODEL (--ranks N | --workers N | --workers HOST:PORT,...) [--split tensor|layer|tensor=T,layer=L] [--tensor-split W,...] --out DIR", stderr)
-	path := fs.String("m", "", "model file (GGUF)")
+	path := fs.String("m", "", "model file (GGUF), or ORG/NAME[:QUANT] from the Hugging Face hub cache")
+	pull := pullFlag(fs)
 	nRanks := fs.Int("ranks", 0, "number of ranks, this node included")
 	workers := fs.String("workers", "", "number of workers (ranks = workers + 1), or their addresses in rank order")
 	split := fs.String("split", "layer", "tensor | layer | tensor=T,layer=L")
@@ -30,6 +31,9 @@ func runSplit(args []string, stdout, stderr io.Writer) error {
 	}
 	if *path == "" || *out == "" {
 		return usagef("-m MODEL and --out DIR are required")
+	}
+	if _, err := resolveModel(path, *pull, stderr); err != nil {
+		return err
 	}
 	n := *nRanks
 	switch {

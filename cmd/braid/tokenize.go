@@ -16,7 +16,8 @@ func init() {
 
 func runTokenize(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("tokenize", "-m MODEL [--no-special] [--parse-special] < strings.json", stderr)
-	path := fs.String("m", "", "model file (a vocabulary-only GGUF will do)")
+	path := fs.String("m", "", "model file (a vocabulary-only GGUF will do), or ORG/NAME[:QUANT] from the Hugging Face hub cache")
+	pull := pullFlag(fs)
 	noSpecial := fs.Bool("no-special", false, "do not add BOS/EOS")
 	parseSpecial := fs.Bool("parse-special", false, "turn special-token text (e.g. <|im_start|>) into its token")
 	if _, err := parseInterspersed(fs, args); err != nil {
@@ -24,6 +25,9 @@ func runTokenize(args []string, stdout, stderr io.Writer) error {
 	}
 	if *path == "" {
 		return usagef("-m MODEL is required")
+	}
+	if _, err := resolveModel(path, *pull, stderr); err != nil {
+		return err
 	}
 	var texts []string
 	dec := json.NewDecoder(io.LimitReader(os.Stdin, 1<<30))

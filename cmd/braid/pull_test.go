@@ -1,0 +1,187 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"braid/internal/hub/hubtest"
+)
+
+// hubEnv runs braid against the test hub h with its own Hugging Face home.
+func hubEnv(h *hubtest.Hub, home string, args ...string) *exec.Cmd {
+	cmd := exec.Command(braidBin, args...)
+	env := []string{"HF_ENDPOINT=" + h.URL, "HF_HOME=" + home, "XDG_CACHE_HOME=" + filepath.Join(home, "xdg")}
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "HF_") && !strings.HasPrefix(e, "HUGGINGFACE_") && !strings.HasPrefix(e, "XDG_CACHE_HOME=") {
+			env = append(env, e)
+		}
+	}
+	cmd.Env = env
+	return cmd
+}
+
+func runHub(t *testing.T, h *hubtest.Hub, home string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := hubEnv(h, home, args...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return o.String(), e.String(), code
+}
+
+// TestPullAndRunByName: `braid pull` fetches a model from the hub into the
+// Hugging Face cache; run, inspect, tokenize, bench and plan open it as
+// ORG/NAME:QUANT; a model not in the cache is fetched only with --pull;
+// ls lists and rm removes.
+func TestPullAndRunByName(t *testing.T) {
+	dir := t.TempDir()
+	model := filepath.Join(dir, "tiny-Q8_0.gguf")
+	if _, e, code := braid(t, "", "genmodel", "--preset", "tiny", "--type", "Q8_0", "--out", model); code != 0 {
+		t.Fatalf("genmodel: %s", e)
+	}
+	data, err := os.ReadFile(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := hubtest.New(
+		hubtest.Repo{Name: "test/Tiny-GGUF", Files: []hubtest.File{{Path: "tiny-Q8_0.gguf", Data: data}, {Path: "README.md", Data: []byte("hi"), NoLFS: true}}},
+		hubtest.Repo{Name: "test/Other-GGUF", Files: []hubtest.File{{Path: "other-Q8_0.gguf", Data: data}}},
+	)
+	defer h.Close()
+	home := filepath.Join(dir, "hf")
+
+	out, e, code := runHub(t, h, home, "pull", "test/Tiny-GGUF:Q8_0")
+	if code != 0 {
+		t.Fatalf("pull: exit %d: %s", code, e)
+	}
+	path := strings.TrimSpace(out)
+	if !strings.HasPrefix(path, filepath.Join(home, "hub", "models--test--Tiny-GGUF", "snapshots")) || !strings.Contains(e, "test/Tiny-GGUF:Q8_0") {
+		t.Errorf("pull printed %q, stderr %q", path, e)
+	}
+	if _, e, code := runHub(t, h, home, "pull", "test/Tiny-GGUF:Q8_0"); code != 0 || !strings.Contains(e, "already in the cache") {
+		t.Errorf("second pull: exit %d: %s", code, e)
+	}
+
+	ref, _, code := braid(t, "", "run", "-m", model, "-p", "Once upon a time", "-n", "8", "--temp", "0")
+	if code != 0 {
+		t.Fatal("run by path failed")
+	}
+	got, e, code := runHub(t, h, home, "run", "-m", "test/Tiny-GGUF:q8_0", "-p", "Once upon a time", "-n", "8", "--temp", "0")
+	if code != 0 || got != ref {
+		t.Errorf("run by name: exit %d, %q, want %q\n%s", code, got, ref, e)
+	}
+	for _, args := range [][]string{
+		{"inspect", "test/Tiny-GGUF:Q8_0"},
+		{"plan", "-m", "test/Tiny-GGUF", "--ranks", "2"},
+		{"bench", "-m", "test/Tiny-GGUF:Q8_0", "-p", "8", "-n", "4", "-r", "1"},
+	} {
+		if _, e, code := runHub(t, h, home, args...); code != 0 {
+			t.Errorf("%v: exit %d: %s", args, code, e)
+		}
+	}
+	if out, e, code := runHub(t, h, home, "tokenize", "-m", "test/Tiny-GGUF:Q8_0"); code == 0 || !strings.Contains(e, "JSON array") {
+		t.Errorf("tokenize without input: %d %s %s", code, out, e) // it found the model, then read stdin
+	}
+
+	// Not in the cache: an error saying how to get it, and nothing fetched.
+	served := h.Served.Load()
+	_, e, code = runHub(t, h, home, "run", "-m", "test/Other-GGUF:Q8_0", "-p", "x", "-n", "1")
+	if code == 0 || !strings.Contains(e, "braid pull test/Other-GGUF:Q8_0") || !strings.Contains(e, "--pull") || h.Served.Load() != served {
+		t.Errorf("run of an uncached model: exit %d: %s", code, e)
+	}
+	got, e, code = runHub(t, h, home, "run", "-m", "test/Other-GGUF:Q8_0", "--pull", "-p", "Once upon a time", "-n", "8", "--temp", "0")
+	if code != 0 || got != ref || h.Served.Load() != served+int64(len(data)) {
+		t.Errorf("run --pull: exit %d, %q: %s", code, got, e)
+	}
+
+	out, e, code = runHub(t, h, home, "ls")
+	if code != 0 || !strings.Contains(out, "test/Other-GGUF") || !strings.Contains(out, "test/Tiny-GGUF") || !strings.Contains(out, "llama") || !strings.Contains(out, "Q8_0") {
+		t.Errorf("ls: exit %d:\n%s%s", code, out, e)
+	}
+	if _, e, code := runHub(t, h, home, "rm", "test/Other-GGUF:Q8_0"); code != 0 || !strings.Contains(e, "freed") {
+		t.Errorf("rm: exit %d: %s", code, e)
+	}
+	if out, _, _ := runHub(t, h, home, "ls"); strings.Contains(out, "Other") {
+		t.Errorf("ls after rm:\n%s", out)
+	}
+
+	// Bad input: exit non-zero with a clear message.
+	for _, c := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"pull", "test/Tiny-GGUF:Q5_K_M"}, 1, "quantizations there: Q8_0"},
+		{[]string{"pull", "test/Missing"}, 1, "repository test/Missing not found"},
+		{[]string{"pull", "test/Tiny-GGUF", "--revision", "nope"}, 1, `revision "nope" not found`},
+		{[]string{"pull", "not a repo"}, 2, "not ORG/NAME"},
+		{[]string{"pull"}, 2, "want one model"},
+		{[]string{"rm", "test/Never"}, 1, "not in the cache"},
+	} {
+		if _, e, code := runHub(t, h, home, c.args...); code != c.code || !strings.Contains(e, c.msg) {
+			t.Errorf("%v: exit %d, want %d with %q: %s", c.args, code, c.code, c.msg, e)
+		}
+	}
+}
+
+// TestServeByName: /v1/models lists the model under the name it was asked
+// for.
+func TestServeByName(t *testing.T) {
+	dir := t.TempDir()
+	model := filepath.Join(dir, "tiny-Q8_0.gguf")
+	if _, e, code := braid(t, "", "genmodel", "--preset", "tiny", "--type", "Q8_0", "--out", model); code != 0 {
+		t.Fatalf("genmodel: %s", e)
+	}
+	data, _ := os.ReadFile(model)
+	h := hubtest.New(hubtest.Repo{Name: "test/Tiny-GGUF", Files: []hubtest.File{{Path: "tiny-Q8_0.gguf", Data: data}}})
+	defer h.Close()
+	home := filepath.Join(dir, "hf")
+	cmd := hubEnv(h, home, "serve", "-m", "test/Tiny-GGUF:Q8_0", "--pull", "--listen", "127.0.0.1:0", "--parallel", "1")
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	sc := bufio.NewScanner(stderr)
+	url := ""
+	for url == "" && sc.Scan() {
+		if l := sc.Text(); strings.Contains(l, "listening on http://") {
+			url = strings.Fields(l[strings.Index(l, "listening on ")+len("listening on "):])[0]
+		}
+	}
+	go io.Copy(io.Discard, stderr)
+	if url == "" {
+		t.Fatal("serve printed no address")
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(url + "/v1/models")
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if strings.Contains(string(b), `"id":"test/Tiny-GGUF:Q8_0"`) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("/v1/models: %s", b)
+			}
+		} else if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
