@@ -1,0 +1,224 @@
+package grammar
+
+import (
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"braid/internal/gguf"
+	"braid/internal/sample"
+	"braid/internal/tokenizer"
+)
+
+const vocabDir = "../../../shared/testdata/vocab"
+
+var (
+	vocabMu sync.Mutex
+	vocabs  = map[string]*tokenizer.Tokenizer{}
+)
+
+// loadTokenizer returns the tokenizer of ggml-vocab-NAME.gguf or skips.
+func loadTokenizer(tb testing.TB, name string) *tokenizer.Tokenizer {
+	tb.Helper()
+	vocabMu.Lock()
+	defer vocabMu.Unlock()
+	if tk, ok := vocabs[name]; ok {
+		return tk
+	}
+	path := filepath.Join(vocabDir, "ggml-vocab-"+name+".gguf")
+	if _, err := os.Stat(path); err != nil {
+		tb.Skipf("vocab test data not available (%v)", err)
+	}
+	m, err := gguf.Open(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer m.Close()
+	tk, err := tokenizer.FromGGUF(m)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	vocabs[name] = tk
+	return tk
+}
+
+// toyVocab is every string of up to three bytes over a small alphabet that
+// covers JSON syntax, plus two end tokens (ids 0 and 1, empty pieces).
+func toyVocab() ([]string, []int32) {
+	alpha := []string{"{", "}", "[", "]", "\"", ":", ",", " ", "a", "1", "0", "-", ".", "e", "\\", "n", "t", "r", "u", "l", "f", "s", "é"}
+	pieces := []string{"", ""}
+	for _, a := range alpha {
+		pieces = append(pieces, a)
+		for _, b := range alpha {
+			pieces = append(pieces, a+b)
+			if len(pieces)%3 == 0 {
+				for _, c := range alpha[:8] {
+					pieces = append(pieces, a+b+c)
+				}
+			}
+		}
+	}
+	return pieces, []int32{0, 1}
+}
+
+// bruteAllowed says what a mask must hold: a token is allowed when the
+// text so far plus its piece is a viable prefix; an end token when the text
+// is complete.
+func bruteAllowed(g *Grammar, text string, pieces []string, eog map[int32]bool) []bool {
+	out := make([]bool, len(pieces))
+	for id, p := range pieces {
+		if eog[int32(id)] {
+			out[id] = g.Accepts(text)
+			continue
+		}
+		if p == "" {
+			continue
+		}
+		ok, _ := g.Check(text + p)
+		out[id] = ok
+	}
+	return out
+}
+
+func TestMaskMatchesBruteForce(t *testing.T) {
+	pieces, eogs := toyVocab()
+	eog := map[int32]bool{0: true, 1: true}
+	v := NewVocab(pieces, eogs)
+	for _, src := range []string{jsonGBNF, `root ::= "a"{2,5} ("," [0-9]+)* "."?`, `root ::= ("ab" | "a" "b"+ | "\"" [^"]* "\"")+`} {
+		g := mustGBNF(t, src)
+		gd := NewGuide(g, v)
+		rng := rand.New(rand.NewPCG(1, 2))
+		for trial := range 40 {
+			c := gd.NewConstraint()
+			text := ""
+			for step := range 30 {
+				want := bruteAllowed(g, text, pieces, eog)
+				gd.mu.Lock()
+				m := gd.maskFor(c.s)
+				gd.mu.Unlock()
+				n := 0
+				for id := range pieces {
+					if got := m.allows(int32(id)); got != want[id] {
+						t.Fatalf("%.20q trial %d step %d after %q: token %d %q: mask %v, brute force %v", src, trial, step, text, id, pieces[id], got, want[id])
+					}
+					if want[id] {
+						n++
+					}
+				}
+				if n != m.count {
+					t.Fatalf("count %d, want %d", m.count, n)
+				}
+				if n == 0 {
+					break
+				}
+				// Follow a random allowed token.
+				row := make([]float32, len(pieces))
+				for i := range row {
+					row[i] = float32(rng.NormFloat64())
+				}
+				smp, _ := sample.New(sample.Params{Temperature: 1, TopP: 1, RepeatPenalty: 1, Seed: rng.Uint64()}, len(pieces))
+				id := c.Sample(smp, row, false)
+				if !want[id] {
+					t.Fatalf("sampled a refused token %d %q after %q", id, pieces[id], text)
+				}
+				if eog[id] {
+					break
+				}
+				text += pieces[id]
+				done := c.Advance(id)
+				if ok, complete := g.Check(text); !ok || done && !(complete && gd.a.complete(c.s)) {
+					t.Fatalf("after %q: ok %v complete %v, Advance said done %v", text, ok, complete, done)
+				}
+				if done {
+					break
+				}
+			}
+		}
+	}
+}
+
+// sampleText generates with random logits until the constraint ends.
+func sampleText(t testing.TB, gd *Guide, pieces []string, eog func(int32) bool, rng *rand.Rand, maxTok int, p sample.Params) (string, bool) {
+	c := gd.NewConstraint()
+	var sb strings.Builder
+	smp, err := sample.New(p, len(pieces))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Random logits: windows of a random buffer (drawing a whole row of
+	// normal variates per step would cost more than everything tested).
+	noise := make([]float32, 2*len(pieces))
+	for i := range noise {
+		noise[i] = float32(rng.NormFloat64() * 3)
+	}
+	row := make([]float32, len(pieces))
+	for range maxTok {
+		copy(row, noise[rng.IntN(len(pieces)):])
+		id := c.Sample(smp, row, false)
+		if eog(id) {
+			return sb.String(), true
+		}
+		sb.WriteString(pieces[id])
+		if c.Advance(id) {
+			return sb.String(), true
+		}
+	}
+	return sb.String(), false
+}
+
+func TestRandomGenerationRealVocab(t *testing.T) {
+	for _, name := range []string{"llama-bpe", "llama-spm", "qwen2"} {
+		tk := loadTokenizer(t, name)
+		pieces := TokenPieces(tk, nil)
+		v := NewVocab(pieces, tk.EOGs())
+		g := mustGBNF(t, jsonGBNF)
+		gd := NewGuide(g, v)
+		rng := rand.New(rand.NewPCG(7, 8))
+		ends := 0
+		for i := range 30 {
+			p := sample.Params{Temperature: 1, TopK: 40, TopP: 0.95, MinP: 0.05, RepeatPenalty: 1, Seed: uint64(i)}
+			if i%3 == 0 {
+				p = sample.Params{Temperature: 0, TopP: 1, RepeatPenalty: 1}
+			}
+			text, ended := sampleText(t, gd, pieces, tk.IsEOG, rng, 200, p)
+			ok, complete := g.Check(text)
+			if !ok || ended && !complete {
+				t.Fatalf("%s: invalid output (ended %v): %q", name, ended, text)
+			}
+			if ended {
+				ends++
+			}
+		}
+		t.Logf("%s: %d trie nodes, %d of 30 outputs complete, %d automaton states", name, v.Nodes(), ends, gd.States())
+	}
+}
+
+func TestMaskOverwritesRowWhenAsked(t *testing.T) {
+	pieces, eogs := toyVocab()
+	v := NewVocab(pieces, eogs)
+	gd := NewGuide(mustGBNF(t, `root ::= "a"`), v)
+	c := gd.NewConstraint()
+	row := make([]float32, len(pieces))
+	smp, _ := sample.New(sample.Params{Temperature: 0, TopP: 1, RepeatPenalty: 1}, len(pieces))
+	id := c.Sample(smp, row, true)
+	if pieces[id] != "a" {
+		t.Fatalf("sampled %q", pieces[id])
+	}
+	for i, l := range row {
+		if (pieces[i] == "a") != !math.IsInf(float64(l), -1) {
+			t.Fatalf("row[%d] (%q) = %v after masking", i, pieces[i], l)
+		}
+	}
+	if !c.Advance(id) {
+		t.Error("Advance did not report the end of a finished grammar")
+	}
+	// Done: only end tokens.
+	id = c.Sample(smp, row, false)
+	if id != 0 && id != 1 {
+		t.Errorf("after the end, sampled %d", id)
+	}
+}
