@@ -63,6 +63,12 @@ type Config struct {
 	// Window is each layer's sliding window, nil or 0 for a layer that
 	// keeps every position; every windowed layer has the same window.
 	Window []int
+	// State is each recurrent layer's state per sequence, in float32
+	// values (0 for a layer with K/V rows): a fixed slot per sequence, not
+	// a row per position (DeltaNet's conv and delta states). Slots is the
+	// most sequences holding state at once.
+	State []int
+	Slots int
 	// SharedKV stores one row per position that serves as both K and V
 	// (MLA's latent row, V being its first values): the V accessors
 	// return the K rows and the cache takes half the memory.
@@ -116,6 +122,8 @@ type seqState struct {
 	// overwritten.
 	ring []int32
 	top  int
+	// slot is the sequence's recurrent-state slot (-1: none yet).
+	slot int32
 }
 
 // Cache is a paged KV cache. See the package documentation.
@@ -139,6 +147,8 @@ type Cache struct {
 	slot     []int
 	windowed []bool
 	win      *ringPool
+	stateful []bool
+	st       *statePool
 }
 
 // ringPool is the windowed layers' storage: blocks never shared, handed
@@ -168,6 +178,18 @@ func New(cfg Config) (*Cache, error) {
 	if cfg.Window != nil && len(cfg.Window) != cfg.Layers {
 		return nil, fmt.Errorf("kvcache: %d layer windows for %d layers", len(cfg.Window), cfg.Layers)
 	}
+	if cfg.State != nil && len(cfg.State) != cfg.Layers {
+		return nil, fmt.Errorf("kvcache: %d layer states for %d layers", len(cfg.State), cfg.Layers)
+	}
+	ns := cfg.StateLayers()
+	for l, x := range cfg.State {
+		if x < 0 || x > 0 && cfg.Window != nil && cfg.Window[l] > 0 {
+			return nil, fmt.Errorf("kvcache: layer %d has state %d and window %d: a layer keeps rows or state, not both", l, x, cfg.Window[l])
+		}
+	}
+	if ns > 0 && cfg.Slots <= 0 {
+		return nil, fmt.Errorf("kvcache: recurrent layers need Slots (%d) > 0", cfg.Slots)
+	}
 	w, nw := cfg.window(), cfg.WindowLayers()
 	for l, x := range cfg.Window {
 		if x < 0 || x > 0 && x != w {
@@ -179,7 +201,7 @@ func New(cfg Config) (*Cache, error) {
 	}
 	// Each of K and V holds Layers*Blocks*BlockSize*KVDim elements; refuse sizes
 	// whose element count or byte count overflows rather than wrap silently.
-	elems := uint64(cfg.Layers - nw)
+	elems := uint64(cfg.Layers - nw - ns)
 	for _, f := range []int{cfg.Blocks, cfg.BlockSize, cfg.KVDim} {
 		if elems > math.MaxInt64/8/uint64(f) {
 			return nil, fmt.Errorf("kvcache: %+v overflows", cfg)
@@ -230,10 +252,17 @@ func New(cfg Config) (*Cache, error) {
 		slot:        make([]int, cfg.Layers),
 		windowed:    make([]bool, cfg.Layers),
 		win:         win,
+		stateful:    make([]bool, cfg.Layers),
 	}
-	var nf, nwin int
+	if ns > 0 {
+		c.st = newStatePool(cfg)
+	}
+	var nf, nwin, nst int
 	for l := range c.slot {
-		if cfg.Window != nil && cfg.Window[l] > 0 {
+		if cfg.State != nil && cfg.State[l] > 0 {
+			c.stateful[l], c.slot[l] = true, nst
+			nst++
+		} else if cfg.Window != nil && cfg.Window[l] > 0 {
 			c.windowed[l], c.slot[l] = true, nwin
 			nwin++
 		} else {
@@ -267,7 +296,7 @@ func (c *Cache) Config() Config { return c.cfg }
 // BlockBytes is the size of one block of the paged pool across its layers
 // (those without a window), K and V.
 func (c *Cache) BlockBytes() int64 {
-	return c.parts() * int64(c.cfg.Layers-c.cfg.WindowLayers()) * int64(c.blockStride) * c.elemBytes()
+	return c.parts() * int64(c.cfg.Layers-c.cfg.WindowLayers()-c.cfg.StateLayers()) * int64(c.blockStride) * c.elemBytes()
 }
 
 func (c *Cache) elemBytes() int64 {
@@ -279,7 +308,9 @@ func (c *Cache) elemBytes() int64 {
 
 // Bytes is the size of the whole cache: the paged pool and the windowed
 // layers' rings.
-func (c *Cache) Bytes() int64 { return c.BlockBytes()*int64(c.cfg.Blocks) + c.ringBytes() }
+func (c *Cache) Bytes() int64 {
+	return c.BlockBytes()*int64(c.cfg.Blocks) + c.ringBytes() + c.cfg.StateBytes()
+}
 
 func (c *Cache) ringBytes() int64 {
 	if c.win == nil {
@@ -357,6 +388,7 @@ func (c *Cache) newSeq(seq SeqID) *seqState {
 	} else {
 		s = &seqState{}
 	}
+	s.slot = -1
 	c.seqs[seq] = s
 	return s
 }
@@ -402,10 +434,14 @@ func (c *Cache) Reserve(seq SeqID, n int) error {
 		return fmt.Errorf("%w: reserve for sequence %d needs %d blocks of the windowed layers, %d free of %d",
 			ErrFull, seq, w, len(c.win.free), c.win.blocks)
 	}
+	if c.st != nil && (s == nil || s.slot < 0) && len(c.st.free) == 0 {
+		return fmt.Errorf("%w: reserve for sequence %d needs a recurrent-state slot, all %d are taken", ErrFull, seq, c.cfg.Slots)
+	}
 	if s == nil {
 		s = c.newSeq(seq)
 	}
 	c.ringFill(s, cur, n)
+	c.stateTake(s)
 	for i := first; i < last; i++ {
 		if old := s.blocks[i]; c.refs[old] > 1 {
 			nb := c.alloc()
@@ -449,6 +485,7 @@ func (c *Cache) Drop(seq SeqID) {
 		c.release(b)
 	}
 	c.ringRelease(s)
+	c.stateRelease(s)
 	s.blocks, s.n = s.blocks[:0], 0
 	delete(c.seqs, seq)
 	c.spare = append(c.spare, s)
@@ -470,6 +507,7 @@ func (c *Cache) Truncate(seq SeqID, n int) error {
 	}
 	if n == 0 {
 		c.ringRelease(s)
+		c.stateRelease(s)
 	}
 	keep := c.blocksFor(n)
 	for _, b := range s.blocks[keep:] {
@@ -504,6 +542,9 @@ func (c *Cache) CopyPrefix(dst, src SeqID, n int) error {
 		return c.full("copy prefix", dst, 1)
 	}
 	wlo := c.ringStart(n)
+	if ds := c.seqs[dst]; c.st != nil && n > 0 && (ds == nil || ds.slot < 0) && len(c.st.free) == 0 {
+		return fmt.Errorf("%w: copy prefix for sequence %d needs a recurrent-state slot, all %d are taken", ErrFull, dst, c.cfg.Slots)
+	}
 	if w := c.ringNeed(&seqState{}, wlo, n); c.win != nil && w > len(c.win.free) {
 		return fmt.Errorf("%w: copy prefix for sequence %d needs %d blocks of the windowed layers, %d free of %d",
 			ErrFull, dst, w, len(c.win.free), c.win.blocks)
@@ -537,6 +578,14 @@ func (c *Cache) CopyPrefix(dst, src SeqID, n int) error {
 		for b := wlo / bs; b <= (n-1)/bs; b++ {
 			i := b % c.win.ring
 			c.copyRingBlock(ds.ring[i], ss.ring[i])
+		}
+	}
+	if c.st != nil {
+		if n == 0 {
+			c.stateRelease(ds)
+		} else {
+			c.stateTake(ds)
+			c.st.copySlot(ds.slot, ss.slot)
 		}
 	}
 	ds.n, ds.top = n, n
@@ -576,10 +625,20 @@ func (c *Cache) ringLow(s *seqState) int {
 }
 
 func (c *Cache) resumable(s *seqState, n int) bool {
-	return c.win == nil || n == 0 || c.ringLow(s) <= c.ringStart(n)
+	if n == 0 {
+		return true
+	}
+	if c.st != nil && n != s.n {
+		return false // a recurrent state holds only the last position
+	}
+	return c.win == nil || c.ringLow(s) <= c.ringStart(n)
 }
 
 func (c *Cache) notResumable(op string, seq SeqID, s *seqState, n int) error {
+	if c.st != nil && n != s.n {
+		return fmt.Errorf("%w: %s sequence %d at %d positions: its recurrent layers hold the state after position %d only",
+			ErrNotResumable, op, seq, n, s.n)
+	}
 	return fmt.Errorf("%w: %s sequence %d at %d positions: its windowed layers (window %d) hold positions from %d on, the window at %d starts at %d",
 		ErrNotResumable, op, seq, n, c.win.window, c.ringLow(s), n, c.ringStart(n))
 }
@@ -663,7 +722,7 @@ func (c *Cache) copyRows(dst, src int32, rows int) {
 		return
 	}
 	m := rows * c.rowStride
-	for l := range c.cfg.Layers - c.cfg.WindowLayers() {
+	for l := range c.cfg.Layers - c.cfg.WindowLayers() - c.cfg.StateLayers() {
 		d := l*c.layerStride + int(dst)*c.blockStride
 		s := l*c.layerStride + int(src)*c.blockStride
 		if c.cfg.F32 {
@@ -814,6 +873,8 @@ type Stats struct {
 	BlockBytes int64
 	// The windowed layers' pool, in ring blocks.
 	RingBlocksTotal, RingBlocksUsed int
+	// The recurrent layers' state slots.
+	SlotsTotal, SlotsUsed int
 }
 
 // Stats reports the pool's occupancy. It walks the reference counts, so it
@@ -828,6 +889,10 @@ func (c *Cache) Stats() Stats {
 		BlockBytes:  c.BlockBytes(),
 	}
 	st.BytesUsed = int64(st.BlocksUsed) * st.BlockBytes
+	if c.st != nil {
+		st.SlotsTotal, st.SlotsUsed = c.cfg.Slots, c.cfg.Slots-len(c.st.free)
+		st.BytesUsed += c.cfg.StateBytes() / int64(c.cfg.Slots) * int64(st.SlotsUsed)
+	}
 	if c.win != nil {
 		st.RingBlocksTotal = c.win.blocks
 		st.RingBlocksUsed = c.win.blocks - len(c.win.free)

@@ -10,7 +10,7 @@ package kvcache
 func (c *Cache) Reset() {
 	for id, s := range c.seqs {
 		s.blocks, s.n = s.blocks[:0], 0
-		s.ring, s.top = s.ring[:0], 0
+		s.ring, s.top, s.slot = s.ring[:0], 0, -1
 		c.spare = append(c.spare, s)
 		delete(c.seqs, id)
 	}
@@ -18,6 +18,9 @@ func (c *Cache) Reset() {
 	c.free = c.free[:0]
 	for b := c.cfg.Blocks - 1; b >= 0; b-- {
 		c.free = append(c.free, int32(b))
+	}
+	if c.st != nil {
+		c.st.reset()
 	}
 	if w := c.win; w != nil {
 		w.free = w.free[:0]
