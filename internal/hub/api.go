@@ -305,8 +305,12 @@ func (c *Client) get(ctx context.Context, u string) (*http.Response, error) {
 			return nil, ctx.Err()
 		}
 		var fail error
+		limit := c.retries()
 		if err != nil {
 			fail = c.netError(err)
+			if fail != err { // no route to the hub at all: say so soon
+				limit = min(limit, 2)
+			}
 		} else {
 			se := statusError(resp)
 			resp.Body.Close()
@@ -315,7 +319,7 @@ func (c *Client) get(ctx context.Context, u string) (*http.Response, error) {
 			}
 			fail = se
 		}
-		if attempt >= c.retries() {
+		if attempt >= limit {
 			return nil, fmt.Errorf("%w (gave up after %d tries)", fail, attempt+1)
 		}
 		if err := sleep(ctx, c.wait(attempt, resp)); err != nil {
