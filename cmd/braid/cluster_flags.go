@@ -141,6 +141,7 @@ func loadBackend(mf *modelFlags, cf *clusterFlags, seqs int, stderr io.Writer) (
 	}
 	cfg.Threads, cfg.MaxBatch, cfg.Ctx, cfg.Parallel, cfg.KVF32 = mf.threads, mf.batch, mf.ctx, max(seqs, 1), mf.kvF32
 	cfg.Progress = stderr
+	cfg.Hub = mf.hubModel()
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	undo := func() {}
 	if !mf.serving {

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"text/tabwriter"
 
+	"braid/internal/cluster"
 	"braid/internal/gguf"
 	"braid/internal/hub"
 	"braid/internal/sysinfo"
@@ -205,4 +206,17 @@ func (f *modelFlags) resolve(stderr io.Writer) error {
 		f.hub = m
 	}
 	return err
+}
+
+// hubModel is the -m model's hub reference for the workers of a cluster
+// (nil for a file path).
+func (f *modelFlags) hubModel() *cluster.HubModel {
+	if f.hub == nil {
+		return nil
+	}
+	h := &cluster.HubModel{Repo: f.hub.Repo, Commit: f.hub.Commit, Quant: f.hub.Quant}
+	for _, lf := range f.hub.Files {
+		h.Files = append(h.Files, lf.File)
+	}
+	return h
 }

@@ -20,7 +20,7 @@ func init() {
 }
 
 func runWorker(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("worker", "--listen HOST:PORT [--secret-file F] [-t THREADS] [--mem-limit BYTES] [--models-dir DIR]", stderr)
+	fs := newFlags("worker", "--listen HOST:PORT [--secret-file F] [-t THREADS] [--mem-limit BYTES] [--models-dir DIR] [--no-pull]", stderr)
 	listen := fs.String("listen", "", "control address coordinators connect to, e.g. :7000 (port 0 picks one; the address is printed)")
 	dataListen := fs.String("data-listen", "", "data-plane address the other ranks connect to (default: the --listen host, a free port)")
 	secretFile := fs.String("secret-file", "", "file holding the cluster's shared secret (default: $BRAID_SECRET; none = loopback peers only)")
@@ -29,6 +29,7 @@ func runWorker(args []string, stdout, stderr io.Writer) error {
 	modelsDir := fs.String("models-dir", "", "directory searched for a model by file name when it is not at the coordinator's path")
 	timeout := fs.Duration("timeout", dist.DefaultTimeout, "bound on every network wait")
 	spin := fs.Duration("spin", dist.DefaultSpin, "how long to poll for the coordinator's next message before sleeping (0 = never; a coordinator's --net-spin governs the ranks' mesh)")
+	noPull := fs.Bool("no-pull", false, "never download a model the coordinator names by hub repository (ORG/NAME:QUANT) into this node's hub cache; receive the shard instead")
 	exitOnEOF := fs.Bool("exit-on-eof", false, "end when standard input closes (a parent that starts workers, like braid demo, passes a pipe so they end with it)")
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return err
@@ -59,7 +60,7 @@ func runWorker(args []string, stdout, stderr io.Writer) error {
 	// A worker has no other work than its rank's (see limitProcs).
 	defer limitProcs(*threads)()
 	w, err := cluster.NewWorker(cluster.WorkerConfig{Secret: secret, Threads: *threads, MemLimit: mem, ModelsDir: *modelsDir,
-		DataListen: *dataListen, Timeout: *timeout, Spin: spinSetting(*spin), Logger: log}, ln.Addr())
+		DataListen: *dataListen, Timeout: *timeout, Spin: spinSetting(*spin), Logger: log, NoPull: *noPull}, ln.Addr())
 	if err != nil {
 		ln.Close()
 		return err

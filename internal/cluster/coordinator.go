@@ -74,6 +74,9 @@ type Config struct {
 	// HashCacheDir holds the model hash cache (default: the user's cache
 	// directory).
 	HashCacheDir string
+	// Hub, when Model came from a hub, names it there so that workers
+	// fetch their own copies (hubfetch.go).
+	Hub *HubModel
 }
 
 // worker is the coordinator's side of one worker.
@@ -466,7 +469,7 @@ func (c *Cluster) loadAll(ctx context.Context) error {
 		}
 		m := loadMsg{SHA256: c.sha, Path: path, Size: c.size, Rank: w.rank, World: world, TP: c.mode.TP, PP: c.mode.PP,
 			Shard: c.plan.Ranks[w.rank].Shard, MaxBatch: c.cfg.MaxBatch, Ctx: c.cfg.Ctx, Positions: c.posns, KVF32: c.cfg.KVF32,
-			Stream: true}
+			Stream: true, Hub: c.cfg.Hub}
 		m.Shard.Notes = nil
 		payload, err := appendJSON(nil, kindLoad, &m)
 		if err != nil {

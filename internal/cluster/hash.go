@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -71,6 +72,9 @@ func (h *hashCache) SHA256(path string) (string, int64, error) {
 	if !fi.Mode().IsRegular() {
 		return "", 0, fmt.Errorf("%s is not a regular file", abs)
 	}
+	if sum, ok := hubBlobSHA256(abs); ok {
+		return sum, fi.Size(), nil
+	}
 	key := hashKey(abs, fi)
 	h.mu.Lock()
 	sum, ok := h.load()[key]
@@ -122,6 +126,27 @@ func (h *hashCache) store(key, sum string) {
 	if os.Rename(tmp.Name(), h.file()) != nil {
 		os.Remove(tmp.Name())
 	}
+}
+
+// hubBlobSHA256 reads the hash of a file in a Hugging Face hub cache from
+// its name: a snapshot links to models--ORG--NAME/blobs/<sha256>, written
+// under that name only once its bytes matched (by braid pull; the Hugging
+// Face tools name LFS blobs by the hash the hub lists), so a model there
+// is not read whole to learn it.
+func hubBlobSHA256(abs string) (string, bool) {
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", false
+	}
+	blobs := filepath.Dir(real)
+	sum := filepath.Base(real)
+	if filepath.Base(blobs) != "blobs" || !strings.HasPrefix(filepath.Base(filepath.Dir(blobs)), "models--") || len(sum) != 64 {
+		return "", false
+	}
+	if _, err := hex.DecodeString(sum); err != nil || strings.ToLower(sum) != sum {
+		return "", false
+	}
+	return sum, true
 }
 
 // ModelSHA256 returns the SHA-256 (hex) and size of the model file at path,

@@ -88,6 +88,8 @@ type loadMsg struct {
 	// Stream says the coordinator can send the shard's slices when the
 	// worker has no copy of the model.
 	Stream bool `json:"stream"`
+	// Hub names the model on a hub, for a worker to fetch its own copy.
+	Hub *HubModel `json:"hub,omitempty"`
 }
 
 // cacheSize is the KV cache the load asks for: the same on every rank, so

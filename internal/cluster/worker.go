@@ -55,6 +55,11 @@ type WorkerConfig struct {
 	// ShardCacheDir keeps the shards streamed from a coordinator (default:
 	// os.UserCacheDir()/braid/shards).
 	ShardCacheDir string
+	// HubCache is the Hugging Face hub cache where a model the coordinator
+	// names by hub reference is looked for and pulled (default: the one
+	// the Hugging Face tools use); NoPull forbids pulling (hubfetch.go).
+	HubCache string
+	NoPull   bool
 }
 
 // Worker serves one coordinator at a time: it reports its facts, loads its
@@ -449,6 +454,16 @@ func (w *Worker) load(m *loadMsg, stage func(string)) error {
 	w.unload()
 	stage("finding the model")
 	path, err := w.findModel(m)
+	if err != nil && m.Hub != nil {
+		// The model by its hub name: in this node's hub cache, else
+		// pulled there (unless a shard file is here already).
+		_, _, shard := w.findShard(m)
+		if p, herr := w.fromHub(m, !shard, stage); herr == nil {
+			path, err = p, nil
+		} else {
+			w.log.Info("worker: the model is not at the coordinator's path nor from the hub", "hub", herr)
+		}
+	}
 	if err != nil {
 		// No copy of the model: a shard file of this shard, or the
 		// coordinator's stream.
