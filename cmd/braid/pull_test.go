@@ -185,3 +185,92 @@ func TestServeByName(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestPullProcesses: a `braid pull` killed mid-download resumes from where
+// it stopped; two pulls of the same model at once download it once and
+// both end with the verified file.
+func TestPullProcesses(t *testing.T) {
+	data := make([]byte, 40<<20)
+	for i := range data {
+		data[i] = byte(i*7 + i>>12)
+	}
+	h := hubtest.New(hubtest.Repo{Name: "test/Big-GGUF", Files: []hubtest.File{{Path: "big-Q4_K_M.gguf", Data: data}}})
+	defer h.Close()
+	h.Delay.Store(int64(3 * time.Millisecond)) // ~1 s per 8 MiB chunk
+	home := t.TempDir()
+	blobs := filepath.Join(home, "hub", "models--test--Big-GGUF", "blobs")
+
+	cmd := hubEnv(h, home, "pull", "test/Big-GGUF")
+	var e bytes.Buffer
+	cmd.Stderr = &e
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, _ := filepath.Glob(filepath.Join(blobs, "*.braidpart.state"))
+		if len(st) == 1 {
+			if b, _ := os.ReadFile(st[0]); bytes.Contains(b[bytes.IndexByte(b, '\n')+1:], []byte("1")) {
+				break // a chunk is on disk
+			}
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("no chunk finished: %s", e.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd.Process.Kill() // no chance to clean up
+	cmd.Wait()
+	first := h.Served.Load()
+	if first >= int64(len(data)) {
+		t.Fatalf("the whole file went out before the kill")
+	}
+	h.Delay.Store(0)
+	out, errOut, code := runHub(t, h, home, "pull", "test/Big-GGUF")
+	if code != 0 {
+		t.Fatalf("resumed pull: exit %d: %s", code, errOut)
+	}
+	if total := h.Served.Load(); total >= first+int64(len(data)) {
+		t.Errorf("the resumed pull fetched %d bytes after %d: it started over", total-first, first)
+	}
+	got, err := os.ReadFile(strings.TrimSpace(out))
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("resumed file differs (%v)", err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(blobs, "*.braidpart*")); len(left) != 0 {
+		t.Errorf("left behind: %v", left)
+	}
+
+	// Two at once, into a fresh cache.
+	home = t.TempDir()
+	h.Delay.Store(int64(200 * time.Microsecond))
+	served := h.Served.Load()
+	var cmds [2]*exec.Cmd
+	var outs, errs [2]bytes.Buffer
+	for i := range cmds {
+		cmds[i] = hubEnv(h, home, "pull", "test/Big-GGUF:Q4_K_M")
+		cmds[i].Stdout, cmds[i].Stderr = &outs[i], &errs[i]
+		if err := cmds[i].Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range cmds {
+		if err := cmds[i].Wait(); err != nil {
+			t.Fatalf("pull %d: %v: %s", i, err, errs[i].String())
+		}
+	}
+	if outs[0].String() != outs[1].String() {
+		t.Errorf("the two pulls name different files: %q %q", outs[0].String(), outs[1].String())
+	}
+	got, err = os.ReadFile(strings.TrimSpace(outs[0].String()))
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("the file differs (%v)", err)
+	}
+	if n := h.Served.Load() - served; n != int64(len(data)) {
+		t.Errorf("two pulls at once fetched %d bytes, want the file once (%d)", n, len(data))
+	}
+	if !strings.Contains(errs[0].String()+errs[1].String(), "waiting for another download") {
+		t.Errorf("neither pull waited for the other:\n%s\n%s", errs[0].String(), errs[1].String())
+	}
+}
