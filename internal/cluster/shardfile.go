@@ -160,6 +160,12 @@ func shardPieces(tensors []gguf.TensorInfo, c *model.Config, sh *model.Shard) ([
 				rows(sh.ExpFFLo, sh.ExpFFHi)
 			case "ffn_down_exps.weight":
 				cols(sh.ExpFFLo, sh.ExpFFHi)
+			case "ssm_out.weight":
+				if a := c.SSM; a != nil {
+					cols(sh.SSMLo*a.State, sh.SSMHi*a.State)
+				} else {
+					whole()
+				}
 			case "ffn_gate_shexp.weight", "ffn_up_shexp.weight":
 				rows(sh.SharedFF(c))
 			case "ffn_down_shexp.weight":

@@ -58,6 +58,13 @@ type Config struct {
 	// the cache holds one latent row per token, HeadDim = KVLora + its
 	// rope dims wide, ValueDim = KVLora.
 	MLA *MLAConfig
+	// SSM is set for models with Gated DeltaNet (linear attention) layers,
+	// Recurrent marking which layers they are.
+	SSM       *SSMConfig
+	Recurrent []bool
+	// AttnGate: the attention's query projection also yields a per-head
+	// output gate (Qwen3.5's gated attention).
+	AttnGate bool
 	// Window is the sliding window of each layer (0: full attention): a
 	// query at position t reads keys at positions s with 0 <= t-s < Window.
 	Window []int
@@ -76,6 +83,17 @@ type MLAConfig struct {
 	// Indexer is set for DeepSeek sparse attention (glm-dsa).
 	Indexer *IndexerConfig
 }
+
+// SSMConfig is the geometry of Gated DeltaNet layers.
+type SSMConfig struct {
+	State  int // head size of keys and values (ssm.state_size)
+	KHeads int // key (and query) heads (ssm.group_count)
+	VHeads int // value heads (ssm.time_step_rank); value head j reads key head j mod KHeads
+	Conv   int // causal conv kernel (ssm.conv_kernel)
+}
+
+// IsRecurrent reports whether layer l is a recurrent (DeltaNet) layer.
+func (c *Config) IsRecurrent(l int) bool { return c.Recurrent != nil && c.Recurrent[l] }
 
 // AttnOutDim is the width of one head's attention output, the unit the
 // output projection's columns split by.
@@ -198,6 +216,9 @@ func (r *meta) moeRouting(c *Config, def Gating) (Gating, error) {
 	}
 	c.ExpertWeightsScale = r.optf("expert_weights_scale", 1)
 	c.ExpertShared = r.opt("expert_shared_count", 0)
+	if sff := r.opt("expert_shared_feed_forward_length", 0); sff > 0 && c.ExpertShared == 0 && c.ExpertFF > 0 && sff%c.ExpertFF == 0 {
+		c.ExpertShared = sff / c.ExpertFF // no count key: the width says it
+	}
 	c.ExpertGroups = r.opt("expert_group_count", 0)
 	c.ExpertGroupsUsed = r.opt("expert_group_used_count", c.ExpertGroups)
 	if c.ExpertGroups > 64 {

@@ -84,6 +84,7 @@ type Model struct {
 		sinks  []float32 // the layer's sink logit per head of this rank, or nil
 		scale  float32   // the kq scale
 		sparse bool      // attend only to the indexer's selection (DSA)
+		ssm    *DeltaNet // the recurrent layer running
 		n      int
 		// the indexer's scoring pass
 		dsaCache *kvcache.Cache
@@ -92,6 +93,7 @@ type Model struct {
 	}
 	attnFn func(lo, hi int)
 	dsaFn  func(lo, hi int)
+	ssmFn  func(lo, hi int)
 }
 
 // scratch is every buffer a step needs, sized once for MaxBatch tokens.
@@ -101,6 +103,8 @@ type scratch struct {
 	gate, up     []float32 // [n x ff]
 	cos, sin     []float32 // [n x rope.Dims/2]
 	mla          mlaScratch
+	qraw, qgate  []float32 // gated attention: [query | gate] per head, the gates
+	ssm          ssmScratch
 	dsa          dsaScratch
 	stageBuf     []float32 // a DSA model's stage transfer: hidden state and selection
 	probs        []float32 // [n x experts]
@@ -163,6 +167,7 @@ func New(f *gguf.Model, pool *kernels.Pool, opt Options) (*Model, error) {
 	m.alloc()
 	m.attnFn = m.attention
 	m.dsaFn = m.dsaScore
+	m.ssmFn = m.deltaHeads
 	return m, nil
 }
 
@@ -181,6 +186,12 @@ func ScratchBytes(c *Config, sh *Shard, maxBatch, threads, ctx int) int64 {
 		n += B*(int64(c.Experts)+2*int64(c.ExpertsUsed)+1+2*E) + int64(c.Experts)
 	}
 	slots := int64(4 * threads)
+	if c.AttnGate {
+		n += 3 * B * qd
+	}
+	if c.SSM != nil {
+		n += int64(ssmScratchLen(c, sh.SSMHi-sh.SSMLo, maxBatch))
+	}
 	if c.MLA != nil {
 		n += int64(mlaScratchLen(c, sh.Heads(), maxBatch))
 		if c.MLA.Indexer != nil {
@@ -218,6 +229,12 @@ func (m *Model) alloc() {
 		s.slots[i] = attnScratch{qh: make([]float32, c.HeadDim), qh16: make([]uint16, c.HeadDim), out: make([]float32, c.HeadDim)}
 	}
 	s.outRows = make([]int32, 0, B)
+	if c.AttnGate {
+		s.qraw, s.qgate = make([]float32, 2*B*qdim), make([]float32, B*qdim)
+	}
+	if c.SSM != nil {
+		s.ssm.alloc(c, m.sh.SSMHi-m.sh.SSMLo, B)
+	}
 	if c.MLA != nil {
 		s.mla.alloc(c, m.sh.Heads(), B)
 		if c.MLA.Indexer != nil {
@@ -270,15 +287,26 @@ func CacheConfig(c *Config, sh *Shard, sz CacheSize) kvcache.Config {
 	for l := sh.First; l < sh.Last; l++ {
 		windowed = windowed || c.Window[l] > 0
 	}
+	seqs := 1
+	if sz.Ctx > 0 {
+		seqs = max(1, (sz.Positions+sz.Ctx-1)/sz.Ctx)
+	}
+	if c.SSM != nil {
+		// Recurrent layers: a state slot per sequence, for the running
+		// ones and the engine's default four cached prefixes each.
+		cfg.State = make([]int, cfg.Layers)
+		for l := sh.First; l < sh.Last; l++ {
+			if c.IsRecurrent(l) {
+				cfg.State[l-sh.First] = SSMStateSize(c, sh.SSMHi-sh.SSMLo)
+			}
+		}
+		cfg.Slots = 5 * seqs
+	}
 	if windowed {
 		cfg.Window = append([]int(nil), c.Window[sh.First:sh.Last]...)
 		cfg.MaxStep = sz.MaxStep
 		if cfg.MaxStep <= 0 {
 			cfg.MaxStep = 512
-		}
-		seqs := 1
-		if sz.Ctx > 0 {
-			seqs = max(1, (sz.Positions+sz.Ctx-1)/sz.Ctx)
 		}
 		// Never more ring blocks than the paged pool has blocks (a short
 		// context gains nothing from rings), but always one ring per
@@ -302,8 +330,8 @@ func KVBytes(cfg kvcache.Config) int64 {
 		parts = 1
 	}
 	row := parts * es * int64(cfg.BlockSize) * int64(cfg.KVDim) // a block of one layer
-	nw := int64(cfg.WindowLayers())
-	return row * ((int64(cfg.Layers)-nw)*int64(cfg.Blocks) + nw*int64(cfg.Rings)*int64(cfg.RingBlocks()))
+	nw, ns := int64(cfg.WindowLayers()), int64(cfg.StateLayers())
+	return row*((int64(cfg.Layers)-nw-ns)*int64(cfg.Blocks)+nw*int64(cfg.Rings)*int64(cfg.RingBlocks())) + cfg.StateBytes()
 }
 
 // Forward runs the batch, storing its keys and values in cache, and writes

@@ -19,6 +19,9 @@ type AttnOpts struct {
 	Sinks bool
 	// Window is the sliding window (0: every earlier position).
 	Window int
+	// OutGate: attn_q yields, per head, the query and then an output gate;
+	// each head's output is multiplied by sigmoid(gate) (Qwen3.5).
+	OutGate bool
 }
 
 // Attention is grouped-query (or multi-head, or multi-query) attention over
@@ -41,7 +44,11 @@ func (b *binder) attention(l int, opt AttnOpts) *Attention {
 	qdim, kvdim := c.Heads*hd, c.KVHeads*hd
 	q0, q1, k0, k1 := sh.HeadLo*hd, sh.HeadHi*hd, sh.KVLo*hd, sh.KVHi*hd
 	a := &Attention{opt: opt}
-	a.q = b.column(blk(l, "attn_q.weight"), c.Embd, qdim, q0, q1)
+	if opt.OutGate {
+		a.q = b.column(blk(l, "attn_q.weight"), c.Embd, 2*qdim, 2*q0, 2*q1)
+	} else {
+		a.q = b.column(blk(l, "attn_q.weight"), c.Embd, qdim, q0, q1)
+	}
 	a.k = b.column(blk(l, "attn_k.weight"), c.Embd, kvdim, k0, k1)
 	a.v = b.column(blk(l, "attn_v.weight"), c.Embd, kvdim, k0, k1)
 	a.o = b.row(blk(l, "attn_output.weight"), qdim, c.Embd, q0, q1)
@@ -79,8 +86,18 @@ func (a *Attention) mix(m *Model, cache *kvcache.Cache, b *Batch, l int, h, out 
 	}
 	cl := l - m.sh.First // the cache holds this stage's layers only
 
-	m.pool.MatMulShared(h, n, kernels.MatOut{Dst: s.q[:n*qdim], W: &a.q},
-		kernels.MatOut{Dst: s.k[:n*kvdim], W: &a.k}, kernels.MatOut{Dst: s.v[:n*kvdim], W: &a.v})
+	if a.opt.OutGate {
+		// Per head [query | gate]: the queries to s.q, the gates aside.
+		m.pool.MatMulShared(h, n, kernels.MatOut{Dst: s.qraw[:2*n*qdim], W: &a.q},
+			kernels.MatOut{Dst: s.k[:n*kvdim], W: &a.k}, kernels.MatOut{Dst: s.v[:n*kvdim], W: &a.v})
+		for i := 0; i < n*nh; i++ {
+			copy(s.q[i*hd:(i+1)*hd], s.qraw[2*i*hd:(2*i+1)*hd])
+			copy(s.qgate[i*hd:(i+1)*hd], s.qraw[(2*i+1)*hd:(2*i+2)*hd])
+		}
+	} else {
+		m.pool.MatMulShared(h, n, kernels.MatOut{Dst: s.q[:n*qdim], W: &a.q},
+			kernels.MatOut{Dst: s.k[:n*kvdim], W: &a.k}, kernels.MatOut{Dst: s.v[:n*kvdim], W: &a.v})
+	}
 	for i := 0; i < n; i++ {
 		q, k, v := s.q[i*qdim:(i+1)*qdim], s.k[i*kvdim:(i+1)*kvdim], s.v[i*kvdim:(i+1)*kvdim]
 		if a.qBias != nil {
@@ -119,6 +136,11 @@ func (a *Attention) mix(m *Model, cache *kvcache.Cache, b *Batch, l int, h, out 
 	m.cur.layer, m.cur.window, m.cur.sinks, m.cur.scale, m.cur.sparse = cl, a.opt.Window, a.sinks, float32(1/math.Sqrt(float64(hd))), false
 	m.growScores(b)
 	m.pool.For(len(s.slots), m.attnFn)
+	if a.opt.OutGate {
+		for i, g := range s.qgate[:n*qdim] {
+			s.att[i] *= float32(1 / (1 + math.Exp(-float64(g))))
+		}
+	}
 
 	m.pool.MatMul(out, &a.o, s.att[:n*qdim], n)
 	a.addOutBias(out, n, E)

@@ -34,9 +34,12 @@ type MoEOpts struct {
 	// Groups and GroupsUsed restrict the choice to the GroupsUsed groups
 	// whose two best scores sum highest (0: no groups).
 	Groups, GroupsUsed int
-	ExpertBias         bool       // per-expert biases on gate, up and down
-	Shared             bool       // shared experts (ffn_*_shexp) on every token
-	Act                Activation // of every expert
+	ExpertBias         bool // per-expert biases on gate, up and down
+	Shared             bool // shared experts (ffn_*_shexp) on every token
+	// SharedGate scales the shared experts' output per token by
+	// sigmoid(ffn_gate_inp_shexp · h) (Qwen3-Next, Qwen3.5).
+	SharedGate bool
+	Act        Activation // of every expert
 }
 
 // MoE is a mixture of experts: a replicated router picks ExpertsUsed experts
@@ -52,6 +55,7 @@ type MoE struct {
 	gateBias, upBias [][]float32 // per expert, this rank's columns
 	downBias         [][]float32 // per expert, on the group's rank 0 only
 	shared           *Dense      // nil without shared experts
+	sharedGate       []float32   // [embd], or nil
 }
 
 // moe binds layer l's experts (ffn_gate_inp, ffn_{gate,up,down}_exps).
@@ -73,6 +77,9 @@ func (b *binder) moe(l int, opt MoEOpts) *MoE {
 			gate: b.column(blk(l, "ffn_gate_shexp.weight"), c.Embd, F, lo, hi),
 			up:   b.column(blk(l, "ffn_up_shexp.weight"), c.Embd, F, lo, hi),
 			down: b.row(blk(l, "ffn_down_shexp.weight"), F, c.Embd, lo, hi),
+		}
+		if opt.SharedGate {
+			e.sharedGate = b.norm(blk(l, "ffn_gate_inp_shexp.weight"), c.Embd)
 		}
 	}
 	e.gate = b.experts(blk(l, "ffn_gate_exps.weight"), c.Embd, F, X, false, sh.ExpFFLo, sh.ExpFFHi)
@@ -177,6 +184,12 @@ func (e *MoE) ffn(m *Model, h, out []float32, n int) {
 	}
 	if e.shared != nil && e.shared.gate.Rows > 0 {
 		m.gatedFFN(e.shared.act, &e.shared.gate, &e.shared.up, &e.shared.down, nil, nil, h, s.ex[:n*E], n)
+		if e.sharedGate != nil {
+			for i := 0; i < n; i++ {
+				g := kernels.DotF32(e.sharedGate, h[i*E:(i+1)*E])
+				kernels.Scale(s.ex[i*E:(i+1)*E], float32(1/(1+math.Exp(-float64(g)))))
+			}
+		}
 		kernels.Add(out[:n*E], s.ex[:n*E])
 	}
 }

@@ -35,6 +35,9 @@ type Shard struct {
 	FFLo, FFHi       int
 	ExpFFLo, ExpFFHi int
 	VocabLo, VocabHi int
+	// SSMLo, SSMHi are the recurrent (DeltaNet) layers' value heads this
+	// rank runs; every rank computes all their key heads.
+	SSMLo, SSMHi int
 	// Notes say what the split had to decide that the user did not ask
 	// for: rounding to block boundaries, replicated KV heads.
 	Notes []string
@@ -48,6 +51,9 @@ func FullShard(c *Config) Shard {
 	}
 	if c.HasDense() {
 		s.FFHi = c.FF
+	}
+	if c.SSM != nil {
+		s.SSMHi = c.SSM.VHeads
 	}
 	return s
 }
@@ -89,6 +95,9 @@ func (s *Shard) String() string {
 	if s.ExpFFHi > 0 {
 		fmt.Fprintf(&b, " expert-ff [%d,%d)", s.ExpFFLo, s.ExpFFHi)
 	}
+	if s.SSMHi > 0 {
+		fmt.Fprintf(&b, " ssm-heads [%d,%d)", s.SSMLo, s.SSMHi)
+	}
 	fmt.Fprintf(&b, " vocab [%d,%d)", s.VocabLo, s.VocabHi)
 	return b.String()
 }
@@ -123,7 +132,8 @@ func (s *Shard) Validate(c *Config) error {
 		name      string
 		lo, hi, n int
 	}{{"head", s.HeadLo, s.HeadHi, c.Heads}, {"KV head", s.KVLo, s.KVHi, c.KVHeads}, {"FFN column", s.FFLo, s.FFHi, ff},
-		{"expert FFN column", s.ExpFFLo, s.ExpFFHi, eff}, {"vocabulary", s.VocabLo, s.VocabHi, c.Vocab}} {
+		{"expert FFN column", s.ExpFFLo, s.ExpFFHi, eff}, {"vocabulary", s.VocabLo, s.VocabHi, c.Vocab},
+		{"recurrent value head", s.SSMLo, s.SSMHi, ssmHeads(c)}} {
 		if err := rng(r.name, r.lo, r.hi, r.n); err != nil {
 			return err
 		}
@@ -136,7 +146,7 @@ func (s *Shard) Validate(c *Config) error {
 	} else if s.KVLo != s.HeadLo/group || s.KVHi != (s.HeadHi+group-1)/group {
 		return bad("query heads [%d,%d) read KV heads [%d,%d), not [%d,%d)", s.HeadLo, s.HeadHi, s.HeadLo/group, (s.HeadHi+group-1)/group, s.KVLo, s.KVHi)
 	}
-	if s.TPSize == 1 && (s.Heads() != c.Heads || s.FFHi-s.FFLo != ff || s.ExpFFHi-s.ExpFFLo != eff) {
+	if s.TPSize == 1 && (s.Heads() != c.Heads || s.FFHi-s.FFLo != ff || s.ExpFFHi-s.ExpFFLo != eff || s.SSMHi-s.SSMLo != ssmHeads(c)) {
 		return bad("a group of one must hold every head and FFN column")
 	}
 	if s.LastStage(c) && s.Vocab() == 0 && s.TPSize == 1 {
@@ -150,6 +160,15 @@ func (s *Shard) Validate(c *Config) error {
 // layers (a quantized row cannot be cut inside a block).
 type Blocks struct {
 	AttnOut, Down, DownExps quant.Type
+	SSMOut                  quant.Type // the recurrent layers' output projection
+}
+
+// ssmHeads is the recurrent layers' value heads (0 without them).
+func ssmHeads(c *Config) int {
+	if c.SSM == nil {
+		return 0
+	}
+	return c.SSM.VHeads
 }
 
 // TensorSplit splits every layer over a tensor-parallel group whose ranks
@@ -222,6 +241,19 @@ func TensorSplit(c *Config, blk Blocks, weights []float64) ([]Shard, error) {
 				sh[r].FFLo, sh[r].FFHi = cut[r], cut[r+1]
 			}
 		}
+		if a := c.SSM; a != nil {
+			// Recurrent layers split by value heads; ssm_out's columns
+			// (State values per head) are cut on its blocks.
+			bs := blk.SSMOut.BlockSize()
+			unit := bs / gcd(a.State, bs)
+			if unit > 1 {
+				notes = append(notes, fmt.Sprintf("recurrent layers split in steps of %d value heads: ssm_out is %v, whose %d-column blocks cover %d heads of %d values", unit, blk.SSMOut, bs, unit, a.State))
+			}
+			cut := cuts(a.VHeads, unit, cum)
+			for r := range sh {
+				sh[r].SSMLo, sh[r].SSMHi = cut[r], cut[r+1]
+			}
+		}
 		cut = cuts(c.Vocab, 1, cum)
 		for r := range sh {
 			sh[r].VocabLo, sh[r].VocabHi = cut[r], cut[r+1]
@@ -231,7 +263,7 @@ func TensorSplit(c *Config, blk Blocks, weights []float64) ([]Shard, error) {
 	}
 	for r := range sh {
 		s := &sh[r]
-		if s.Heads() == 0 && s.FFHi == s.FFLo && s.ExpFFHi == s.ExpFFLo {
+		if s.Heads() == 0 && s.FFHi == s.FFLo && s.ExpFFHi == s.ExpFFLo && s.SSMHi == s.SSMLo {
 			return nil, fmt.Errorf("model: tensor split %v over %d ranks leaves rank %d with no attention heads and no FFN columns (%s): it would only relay all-reduces; use fewer ranks or other weights", weights, T, r, s)
 		}
 		s.Notes = notes

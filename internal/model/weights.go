@@ -79,6 +79,7 @@ func ColumnBlocks(m *gguf.Model, c *Config) Blocks {
 		coarser(&bl.DownExps, blk(i, "ffn_down_exps.weight"))
 		// The shared experts are cut where the routed ones are.
 		coarser(&bl.DownExps, blk(i, "ffn_down_shexp.weight"))
+		coarser(&bl.SSMOut, blk(i, "ssm_out.weight"))
 	}
 	return bl
 }

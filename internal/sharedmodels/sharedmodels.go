@@ -15,10 +15,7 @@ import (
 
 // Pending are the architectures in the shared data that braid does not run
 // yet, with the issue that adds them.
-var Pending = map[string]string{
-	"qwen35":    "issue 16 (DeltaNet hybrids)",
-	"qwen35moe": "issue 16 (DeltaNet hybrids)",
-}
+var Pending = map[string]string{}
 
 // Files globs dir/*/*.gguf and splits the files into those whose
 // architecture supported accepts (model.IsSupported; passed in so that the
