@@ -38,7 +38,8 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 	if *path == "" {
 		return usagef("-m MODEL is required")
 	}
-	if _, err := resolveModel(path, *pull, stderr); err != nil {
+	hm, err := resolveModel(path, *pull, stderr)
+	if err != nil {
 		return err
 	}
 	if *workers != "" && *nRanks != 0 {
@@ -94,6 +95,10 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 				notes = append(notes, "memory per rank unknown: pass --mem to check the fit")
 			}
 		}
+	}
+	if hm != nil && len(ranks) > 1 {
+		notes = append(notes, fmt.Sprintf("%s (%s): a worker reads it at this node's path or from its own hub cache; without either it pulls %s from the hub itself (unless braid worker --no-pull), else receives its shard from this node",
+			hm.Name(), sysinfo.FormatBytes(uint64(hm.Size())), sysinfo.FormatBytes(uint64(hm.Size()))))
 	}
 	if len(ranks) == 1 && *split == "layer" {
 		*split = "tensor" // one rank: nothing to split either way

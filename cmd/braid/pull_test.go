@@ -84,13 +84,16 @@ func TestPullAndRunByName(t *testing.T) {
 	if code != 0 || got != ref {
 		t.Errorf("run by name: exit %d, %q, want %q\n%s", code, got, ref, e)
 	}
-	for _, args := range [][]string{
-		{"inspect", "test/Tiny-GGUF:Q8_0"},
-		{"plan", "-m", "test/Tiny-GGUF", "--ranks", "2"},
-		{"bench", "-m", "test/Tiny-GGUF:Q8_0", "-p", "8", "-n", "4", "-r", "1"},
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"inspect", "test/Tiny-GGUF:Q8_0"}, "llama"},
+		{[]string{"plan", "-m", "test/Tiny-GGUF", "--ranks", "2"}, "pulls"},
+		{[]string{"bench", "-m", "test/Tiny-GGUF:Q8_0", "-p", "8", "-n", "4", "-r", "1"}, "tiny-Q8_0.gguf"},
 	} {
-		if _, e, code := runHub(t, h, home, args...); code != 0 {
-			t.Errorf("%v: exit %d: %s", args, code, e)
+		if out, e, code := runHub(t, h, home, c.args...); code != 0 || !strings.Contains(out, c.want) {
+			t.Errorf("%v: exit %d, output lacks %q:\n%s%s", c.args, code, c.want, out, e)
 		}
 	}
 	if out, e, code := runHub(t, h, home, "tokenize", "-m", "test/Tiny-GGUF:Q8_0"); code == 0 || !strings.Contains(e, "JSON array") {
