@@ -525,12 +525,12 @@ func contentRange(v string) (start, total int64, err error) {
 	if !ok {
 		return 0, 0, fmt.Errorf("bad Content-Range %q", v)
 	}
-	if start, err = strconv.ParseInt(s, 10, 64); err != nil {
+	if start, err = strconv.ParseInt(s, 10, 64); err != nil || start < 0 {
 		return 0, 0, fmt.Errorf("bad Content-Range %q", v)
 	}
 	total = -1
 	if tot != "*" {
-		if total, err = strconv.ParseInt(tot, 10, 64); err != nil {
+		if total, err = strconv.ParseInt(tot, 10, 64); err != nil || total < 0 {
 			return 0, 0, fmt.Errorf("bad Content-Range %q", v)
 		}
 	}

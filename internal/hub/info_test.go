@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -69,6 +70,43 @@ func FuzzParseInfo(f *testing.F) {
 			if g, err := Select(info.Files, s, "o/r"); err == nil && (len(g.Files) == 0 || len(g.Missing) > 0) {
 				t.Fatalf("Select gave %+v", g)
 			}
+		}
+	})
+}
+
+func TestCheckLinked(t *testing.T) {
+	d := &download{name: "m.gguf", size: 10, sha: strings.Repeat("a", 64)}
+	for _, c := range []struct {
+		size, etag, msg string
+	}{
+		{"10", `"` + strings.Repeat("a", 64) + `"`, ""},
+		{"", "", ""},
+		{"11", "", "with 11 bytes, its listing says 10"},
+		{"10", `W/"` + strings.Repeat("b", 64) + `"`, "as " + strings.Repeat("b", 64)},
+		{"10", `"not-a-hash"`, ""}, // a CDN's own ETag: not the hub's claim
+	} {
+		h := http.Header{}
+		if c.size != "" {
+			h.Set("X-Linked-Size", c.size)
+		}
+		if c.etag != "" {
+			h.Set("X-Linked-Etag", c.etag)
+		}
+		err := d.checkLinked(h)
+		if (c.msg == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("size %q etag %q: %v, want %q", c.size, c.etag, err, c.msg)
+		}
+	}
+}
+
+func FuzzContentRange(f *testing.F) {
+	for _, s := range []string{"bytes 0-9/10", "bytes 5-9/*", "bytes -1/2", "bytes 1-2", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		start, total, err := contentRange(s)
+		if err == nil && (total < -1 || start < 0 || !strings.HasPrefix(s, "bytes ")) {
+			t.Fatalf("contentRange(%q) = %d, %d", s, start, total)
 		}
 	})
 }
