@@ -87,7 +87,8 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if *path == "" {
 		return usagef("-m MODEL is required")
 	}
-	if _, err := resolveModel(path, *pull, stderr); err != nil {
+	hm, err := resolveModel(path, *pull, stderr)
+	if err != nil {
 		return err
 	}
 	if *reps < 1 {
@@ -145,7 +146,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		var release func()
 		var cl *cluster.Cluster
 		if cf.active() {
-			l, err := loadBackend(&modelFlags{path: *path, threads: t, ctx: longest, kvF32: *kvF32, batch: max(512, maxNP)}, &cf, maxNP, stderr)
+			l, err := loadBackend(&modelFlags{path: *path, hub: hm, threads: t, ctx: longest, kvF32: *kvF32, batch: max(512, maxNP)}, &cf, maxNP, stderr)
 			if err != nil {
 				return err
 			}
