@@ -13,6 +13,7 @@ import (
 	"braid/internal/kvcache"
 	"braid/internal/modelgen"
 	"braid/internal/quant"
+	"braid/internal/sharedmodels"
 )
 
 // world runs every rank of a split model in this process: one goroutine per
@@ -237,12 +238,11 @@ func splitTolerance(name string) float64 {
 func checkSplit(t *testing.T, f *gguf.Model, name string, c *Config, sc splitCase, ref run, f32 bool) (worst float64) {
 	t.Helper()
 	shards, err := Split(c, ColumnBlocks(f, c), sc.tp, sc.pp, sc.weights)
-	if err != nil {
-		if strings.Contains(err.Error(), "no attention heads and no FFN columns") {
-			t.Logf("%s: refused as it should be: %v", sc, err)
-			return 0
-		}
-		t.Fatal(err)
+	if msg, refused := sharedmodels.Check(name, sc.tp, sc.pp, sc.weights, err); msg != "" {
+		t.Fatalf("%s: %s", sc, msg)
+	} else if refused {
+		t.Logf("%s: refused, as the refusal table says: %v", sc, err)
+		return 0
 	}
 	w := newWorld(t, f, shards, sc.tp, sc.pp, 64, f32)
 	tol := splitTolerance(name)
@@ -345,6 +345,39 @@ func checkAllSplits(t *testing.T, f *gguf.Model, name string, f32 bool, cases fu
 		worst := checkSplit(t, f, name, c, sc, ref, f32)
 		t.Logf("%-22s worst logit difference %.2g of the spread", sc, worst)
 	}
+}
+
+// TestSplitsKQuantMoE runs tensor parallelism over K-quant experts: a
+// qwen3moe whose experts are three Q4_K blocks wide (768 columns) and whose
+// attention output takes two (8 heads of 64), on 2 and 3 ranks, even and
+// uneven. The shared Q4_K_M MoE models have experts one block wide, so they
+// refuse every tensor split; without this model no K-quant expert slice
+// would ever run.
+func TestSplitsKQuantMoE(t *testing.T) {
+	f := genModel(t, modelgen.Config{Arch: "qwen3moe", Layers: 2, Embd: 256, FF: 768, Heads: 8, KVHeads: 4, HeadDim: 64,
+		Vocab: 300, Type: quant.Q4_K, Experts: 4, ExpertsUsed: 2, ExpertFF: 768, Seed: 13})
+	c, err := ReadConfig(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tt, ok := f.Tensor("blk.0.ffn_down_exps.weight"); !ok || tt.Type != quant.Q4_K {
+		t.Fatalf("blk.0.ffn_down_exps.weight: %+v, want a Q4_K tensor", tt)
+	}
+	cases := []splitCase{{tp: 2, pp: 1}, {tp: 3, pp: 1}, {tp: 2, pp: 1, weights: []float64{2, 1}},
+		{tp: 3, pp: 1, weights: []float64{1, 1, 2}}, {tp: 2, pp: 2}}
+	// Every rank holds a slice of the experts, cut on Q4_K's 256 columns.
+	for _, sc := range cases {
+		shards, err := Split(c, ColumnBlocks(f, c), sc.tp, sc.pp, sc.weights)
+		if err != nil {
+			t.Fatalf("%s: %v", sc, err)
+		}
+		for r, sh := range shards {
+			if sh.ExpFFHi <= sh.ExpFFLo || sh.ExpFFLo%256 != 0 || sh.ExpFFHi%256 != 0 {
+				t.Fatalf("%s: rank %d holds expert columns [%d,%d), want a non-empty slice on 256-column blocks", sc, r, sh.ExpFFLo, sh.ExpFFHi)
+			}
+		}
+	}
+	checkAllSplits(t, f, "qwen3moe-kquant-Q4_K", true, func(*Config) []splitCase { return cases })
 }
 
 // TestPipelineMicroBatches runs a layer split as a pipeline: each stage works
