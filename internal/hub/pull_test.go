@@ -153,6 +153,18 @@ func TestPullLayout(t *testing.T) {
 	if n := h.CDNGets.Load(); n != 17 {
 		t.Errorf("%d CDN requests, want 17 chunks of 64 KiB", n)
 	}
+	// By commit: no ref is written for it, and the cache finds it by it.
+	bycommit := spec(t, "org/Model-GGUF@"+m.Commit+":Q8_0")
+	mc, err := c.Pull(context.Background(), cache, bycommit)
+	if err != nil || mc.Commit != m.Commit {
+		t.Fatalf("pull by commit: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(cache.Dir, "models--org--Model-GGUF", "refs", m.Commit)); err == nil {
+		t.Error("a ref was written for a commit")
+	}
+	if got, err := cache.Find(bycommit); err != nil || got.Path() != mc.Path() {
+		t.Errorf("Find by commit: %v, %v", got, err)
+	}
 }
 
 func TestPullSplit(t *testing.T) {
