@@ -118,8 +118,9 @@ func top2(x []float32) (int, int) {
 
 // TestGoldenLogits runs the 32-token reference sequence of every shared
 // model in one batch and compares every position's logits with llama.cpp's,
-// then generates 32 tokens greedily one decode at a time, comparing the ids
-// and the logits behind each.
+// then decodes llama.cpp's 32 greedy tokens one at a time (teacher forced),
+// comparing the logits behind each and, where the margin is wider than the
+// tolerance, the argmax.
 func TestGoldenLogits(t *testing.T) {
 	files := sharedFiles(t)
 	pool := kernels.NewPool(2)
@@ -180,27 +181,36 @@ func TestGoldenLogits(t *testing.T) {
 					check(fmt.Sprintf("prefill position %d", p), got[p*V:(p+1)*V], want[p*V:(p+1)*V])
 				}
 
+				// Teacher forcing: every decode step is fed llama.cpp's
+				// greedy token, not this run's argmax, so a quantized
+				// model whose argmax flips on a near-tie is still compared
+				// on all its steps, each against the logits llama.cpp had
+				// behind the same history.
 				wantG := readF32(t, base+".greedy_logits.f32")
+				if len(g.Greedy) == 0 || len(wantG) != len(g.Greedy)*V {
+					t.Fatalf("%d greedy tokens and %d greedy logits for a vocabulary of %d", len(g.Greedy), len(wantG), V)
+				}
 				row := make([]float32, V)
 				copy(row, got[(len(g.Tokens)-1)*V:])
 				pos := int32(len(g.Tokens))
-				for step := range g.Greedy {
+				flipped := 0
+				for step, forced := range g.Greedy {
 					check(fmt.Sprintf("greedy step %d", step), row, wantG[step*V:(step+1)*V])
-					id := argmax(row)
-					if id != g.Greedy[step] {
+					if id := argmax(row); id != forced {
 						if floatModel(name) {
-							t.Fatalf("greedy step %d: chose %d, llama.cpp chose %d (margin %.3g): float models must agree on every step", step, id, g.Greedy[step], g.GreedyMargins[step])
+							t.Errorf("greedy step %d: chose %d, llama.cpp chose %d (margin %.3g): float models must agree on every step", step, id, forced, g.GreedyMargins[step])
 						}
-						t.Logf("greedy step %d: chose %d, llama.cpp %d (margin %.3g, within quantization noise): stopping the comparison", step, id, g.Greedy[step], g.GreedyMargins[step])
-						break
+						flipped++
+						t.Logf("greedy step %d: chose %d, llama.cpp %d (margin %.3g); fed llama.cpp's", step, id, forced, g.GreedyMargins[step])
 					}
 					b.Reset()
-					b.Add(id, pos, 0, true)
+					b.Add(forced, pos, 0, true)
 					pos++
 					if err := m.Forward(cache, &b, row); err != nil {
 						t.Fatal(err)
 					}
 				}
+				t.Logf("%d greedy steps compared, %d with another argmax", len(g.Greedy), flipped)
 			})
 		}
 	}
