@@ -44,6 +44,91 @@ type Config struct {
 	RopeOrigContext            int
 	YarnBetaFast, YarnBetaSlow float32
 	Seed                       uint64
+
+	// The fields below shape the families added after gpt-oss (see
+	// families.go): deepseek2 (DeepSeek-V2/V3: MLA and routed plus shared
+	// experts), glm-dsa (GLM-5: deepseek2's layers plus the DSA lightning
+	// indexer), glm4moe (GLM-4.5: GQA with biases and QK norm, routed plus
+	// shared experts), qwen35 and qwen35moe (Qwen3.5/3.6: Gated DeltaNet
+	// layers between gated full-attention layers). For them Layers counts
+	// the trunk's decoder layers; block_count is Layers + NextN.
+
+	// NextN is nextn_predict_layers (glm4moe, qwen35, qwen35moe): that
+	// many NextN/MTP blocks written after the trunk's layers, as
+	// llama.cpp's converter writes GLM-4.5 and Qwen3.5 checkpoints (braid
+	// loads them but runs the trunk only).
+	NextN int
+	// RopeDim is rope.dimension_count, the rotated dims of a head:
+	// glm4moe 0 = HeadDim/2 and qwen35 0 = HeadDim/4 (their partial rotary
+	// factors); deepseek2 and glm-dsa the MLA rope dims qk_rope_head_dim
+	// (0 = 64, DeepSeek-V3's and GLM-5's).
+	RopeDim int
+	// RopeSections is qwen35's rope.dimension_sections (nil: the rotated
+	// pairs in three near-equal sections and a zero, [11, 11, 10, 0] for
+	// Qwen3.5's 64 rope dims).
+	RopeSections []int32
+	// YarnLogMultiplier is rope.scaling.yarn_log_multiplier, written for
+	// deepseek2 and glm-dsa with YaRN (RopeScale > 0): 0 = 0.1, what
+	// llama.cpp's converter writes for DeepSeek-V3 (0.1 x mscale_all_dim 1).
+	YarnLogMultiplier float32
+
+	// Routing of the DeepSeek-style MoE (deepseek2, glm-dsa, glm4moe).
+	// LeadingDense is leading_dense_block_count: the first layers run a
+	// dense SwiGLU FFN of FF, the others (and any NextN block) experts.
+	LeadingDense int
+	// ExpertShared is expert_shared_count: shared experts run on every
+	// token, together ExpertShared*ExpertFF wide (0 = none).
+	ExpertShared int
+	// ExpertGroups and ExpertGroupsUsed are expert_group_count and
+	// expert_group_used_count (DeepSeek-V3's grouped top-k: 8 and 4),
+	// written when ExpertGroups > 0.
+	ExpertGroups, ExpertGroupsUsed int
+	// ExpertGating is expert_gating_func: 2 (0 means 2) a sigmoid router
+	// with an exp_probs_b selection bias and normalised weights
+	// (DeepSeek-V3, GLM); 1 softmax without bias, weights not normalised
+	// (DeepSeek-V2).
+	ExpertGating int
+	// ExpertWeightsScale is expert_weights_scale (0 = 2.5, the
+	// routed_scaling_factor of DeepSeek-V3, GLM-4.5 and GLM-5).
+	ExpertWeightsScale float32
+
+	// Multi-head latent attention (deepseek2, glm-dsa), Heads heads
+	// (HeadDim and KVHeads are set from these: nope+rope and 1).
+	// QLoraRank is the query's low-rank path (attn_q_a, attn_q_b); 0
+	// means a direct attn_q (DeepSeek-V2-Lite; not glm-dsa). KVLoraRank
+	// is the compressed KV latent, QKNopeDim the unrotated query/key dims
+	// of a head, VHeadDim a head's value dims (0 = QKNopeDim).
+	QLoraRank, KVLoraRank, QKNopeDim, VHeadDim int
+
+	// DeepSeek sparse attention's lightning indexer (glm-dsa):
+	// attention.indexer.head_count, key_length and top_k, all needed.
+	// IndexerFull, when set (one per layer, the first true), is
+	// attention.indexer.types: false layers reuse the selection of the
+	// full layer before them and have no indexer tensors (GLM-5.2); nil
+	// writes no key and every layer full (GLM-5).
+	IndexerHeads, IndexerDim, IndexerTopK int
+	IndexerFull                           []bool
+
+	// NoQKNorm leaves out glm4moe's attn_q_norm and attn_k_norm (as
+	// GLM-4.5-Air has none).
+	NoQKNorm bool
+
+	// Gated DeltaNet (qwen35, qwen35moe): SSMState is ssm.state_size,
+	// the head size of keys and values; SSMKeyHeads ssm.group_count (key
+	// and query heads); SSMValueHeads ssm.time_step_rank (value heads, a
+	// multiple of the key heads); SSMConv ssm.conv_kernel (0 = 4). All
+	// but SSMConv needed.
+	SSMState, SSMKeyHeads, SSMValueHeads, SSMConv int
+	// FullAttnInterval is full_attention_interval (0 = 4): without
+	// Recurrent, layer l is a DeltaNet layer unless (l+1) % interval is
+	// 0. Recurrent, when set (one per trunk layer), picks the DeltaNet
+	// layers itself and is written as attention.recurrent_layers (with
+	// false for the NextN blocks, as newer converters write it).
+	FullAttnInterval int
+	Recurrent        []bool
+	// ExpertSharedFF is qwen35moe's expert_shared_feed_forward_length,
+	// the width of its sigmoid-gated shared expert (0 = ExpertFF).
+	ExpertSharedFF int
 }
 
 func (c *Config) fill() error {
@@ -53,6 +138,8 @@ func (c *Config) fill() error {
 	gptOSS := c.Arch == "gpt-oss"
 	switch c.Arch {
 	case "llama", "qwen2", "qwen3", "qwen3moe", "gpt-oss":
+	case "deepseek2", "glm-dsa", "glm4moe", "qwen35", "qwen35moe":
+		return c.fillFamily()
 	default:
 		return fmt.Errorf("modelgen: unsupported architecture %q", c.Arch)
 	}
@@ -178,6 +265,10 @@ func WriteFile(path string, c Config) error {
 // setMetadata sets the file's metadata keys, in the order llama.cpp's
 // converters write them.
 func (c *Config) setMetadata(w *gguf.Writer) {
+	if c.family() {
+		c.setFamilyMetadata(w)
+		return
+	}
 	a := c.Arch + "."
 	w.Set("general.architecture", gguf.String(c.Arch))
 	w.Set("general.name", gguf.String(c.Name))
@@ -214,7 +305,8 @@ func (c *Config) setMetadata(w *gguf.Writer) {
 }
 
 // tensorSpec is one tensor of a planned file: where it goes and how its
-// values are drawn (mean + std * N(0,1), one draw per value in order).
+// values are drawn (mean + std * N(0,1), one draw per value in order;
+// negExp tensors take -exp of that).
 type tensorSpec struct {
 	name      string
 	typ       quant.Type
@@ -223,6 +315,7 @@ type tensorSpec struct {
 	size      int64
 	offset    int64 // in the data section
 	mean, std float64
+	negExp    bool
 }
 
 // planner lists a model's tensors in file order, the order llama.cpp's
@@ -279,6 +372,10 @@ func (p *planner) add(name string, t quant.Type, mean, std float64, shape []int)
 // plan lists the tensors of the model c (filled).
 func (c *Config) plan() ([]tensorSpec, error) {
 	p := &planner{c: c}
+	if c.family() {
+		c.planFamily(p)
+		return p.tensors, p.err
+	}
 	qdim, kvdim := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
 	inv := func(n int) float64 { return 1 / math.Sqrt(float64(n)) }
 	p.matrix("token_embd.weight", c.EmbedType, 1, c.Embd, c.Vocab)

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -63,6 +64,12 @@ type drawer struct{ rng *rand.Rand }
 
 // fill draws the next len(vals) values of tensor t.
 func (d *drawer) fill(t *tensorSpec, vals []float32) {
+	if t.negExp {
+		for i := range vals {
+			vals[i] = float32(-math.Exp(t.mean + t.std*d.rng.NormFloat64()))
+		}
+		return
+	}
 	if t.mean == 0 {
 		for i := range vals {
 			vals[i] = float32(d.rng.NormFloat64() * t.std)
