@@ -1,0 +1,58 @@
+package kernels
+
+import (
+	"golang.org/x/sys/cpu"
+
+	"braid/internal/quant"
+)
+
+// Assembly kernels in iq_amd64.s. Each takes nb >= 1 whole super-blocks of
+// weights at w and Q8_K activations at x; the Go wrappers (kqWrap) check
+// lengths.
+
+//go:noescape
+func iqIQ2XXSAVX2(w, x *byte, nb int) float32
+
+//go:noescape
+func iqIQ2XSAVX2(w, x *byte, nb int) float32
+
+//go:noescape
+func iqIQ2SAVX2(w, x *byte, nb int) float32
+
+//go:noescape
+func iqIQ3XXSAVX2(w, x *byte, nb int) float32
+
+//go:noescape
+func iqIQ3SAVX2(w, x *byte, nb int) float32
+
+//go:noescape
+func iqIQ1SAVX2(w, x *byte, nb int) float32
+
+//go:noescape
+func iqIQ1MAVX2(w, x *byte, nb int) float32
+
+//go:noescape
+func iqTQ1AVX2(w, x *byte, nb int) float32
+
+//go:noescape
+func iqTQ2AVX2(w, x *byte, nb int) float32
+
+func init() {
+	// BEXTR (BMI1) cuts the 7-bit sign indices, PDEP/PEXT (BMI2) assemble
+	// indices and scales; every AVX2 CPU braid targets has both.
+	avx2 := cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C && cpu.X86.HasBMI1 && cpu.X86.HasBMI2
+
+	for _, k := range []struct {
+		t    quant.Type
+		fn   func(w, x *byte, nb int) float32
+		size int
+	}{
+		{quant.IQ2_XXS, iqIQ2XXSAVX2, iqIQ2XXSSize}, {quant.IQ2_XS, iqIQ2XSAVX2, iqIQ2XSSize},
+		{quant.IQ2_S, iqIQ2SAVX2, iqIQ2SSize}, {quant.IQ3_XXS, iqIQ3XXSAVX2, iqIQ3XXSSize},
+		{quant.IQ3_S, iqIQ3SAVX2, iqIQ3SSize}, {quant.IQ1_S, iqIQ1SAVX2, iqIQ1SSize},
+		{quant.IQ1_M, iqIQ1MAVX2, iqIQ1MSize}, {quant.TQ1_0, iqTQ1AVX2, iqTQ1Size},
+		{quant.TQ2_0, iqTQ2AVX2, iqTQ2Size},
+	} {
+		registerFast(k.t, avx2, &dotImpl{name: "avx2", act: quant.Q8_K, dot: kqWrap(k.fn, k.size)})
+	}
+}
