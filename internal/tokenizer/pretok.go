@@ -113,6 +113,9 @@ func lookupPre(name string) (*preTokenizer, error) {
 		// The qwen2 regex is Llama 3's with \p{N} instead of \p{N}{1,3}.
 		pt.chain = []splitter{splitLlama3(1)}
 		pt.clean = name == "stablelm2" || name == "megrez"
+	case "qwen35":
+		pt.chain = []splitter{splitQwen35()}
+		pt.clean = false
 	case "poro-chat", "bloom", "gpt3-finnish":
 		pt.chain = []splitter{matches(optSpaceChar(notPoroStop))}
 		pt.clean = name != "poro-chat"
@@ -214,7 +217,21 @@ func splitGPT2(p *preText, s, e int, ends []int) []int {
 // (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
 // with maxDigits = 3; with maxDigits = 1 it is qwen2's regex, which differs
 // only in \p{N}.
-func splitLlama3(maxDigits int) splitter {
+func splitLlama3(maxDigits int) splitter { return splitWords(maxDigits, clLetter) }
+
+// splitQwen35 is llama.cpp's scanner for Qwen3.5's
+// (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+// qwen2's regex with combining marks counted as word characters: a mark
+// stays with the letters around it (Khmer, Devanagari, a letter plus U+0301)
+// instead of starting a punctuation run, and a mark on its own (after a
+// space, a digit, an emoji) is a word of its own. The optional lead-in
+// [^\r\n\p{L}\p{N}] is unchanged, so a mark may also be that lead-in.
+func splitQwen35() splitter { return splitWords(1, clLetter|clMark) }
+
+// splitWords is the scanner behind splitLlama3 and splitQwen35: word is the
+// class set of the word runs ([\p{L}]+ or [\p{L}\p{M}]+), which the
+// punctuation runs then exclude; digits come in groups of up to maxDigits.
+func splitWords(maxDigits int, word uint8) splitter {
 	return func(p *preText, s, e int, ends []int) []int {
 		cps, cls := p.cps, p.cls
 		prev := s
@@ -244,9 +261,9 @@ func splitLlama3(maxDigits int) splitter {
 				}
 			}
 			if !(c == '\r' || c == '\n' || f&clNumber != 0) {
-				if f&clLetter != 0 || (pos+1 < e && cls[pos+1]&clLetter != 0) {
+				if f&word != 0 || (pos+1 < e && cls[pos+1]&word != 0) {
 					pos++
-					for pos < e && cls[pos]&clLetter != 0 {
+					for pos < e && cls[pos]&word != 0 {
 						pos++
 					}
 					add(pos)
@@ -275,11 +292,11 @@ func splitLlama3(maxDigits int) splitter {
 			// llama.cpp tests the current codepoint's presence here, not the
 			// next one's, so a lone trailing space takes this branch too (the
 			// result is the same one-space word either way).
-			if f2&(clSpace|clLetter|clNumber) == 0 {
+			if f2&(clSpace|word|clNumber) == 0 {
 				if c == ' ' {
 					pos++
 				}
-				for pos < e && cls[pos]&(clSpace|clLetter|clNumber) == 0 {
+				for pos < e && cls[pos]&(clSpace|word|clNumber) == 0 {
 					pos++
 				}
 				for pos < e && (cps[pos] == '\r' || cps[pos] == '\n') {

@@ -16,13 +16,48 @@ import (
 // outside the repository (see its README.md).
 const vocabDir = "../../../shared/testdata/vocab"
 
+// llamaModelsEnv names a second place to look for a vocab missing from
+// vocabDir: the models/ folder of a llama.cpp source tree, which ships
+// ggml-vocab-NAME.gguf with the same .inp/.out pairs (qwen35's among them).
+// Nothing from it is copied into this repository.
+const llamaModelsEnv = "BRAID_LLAMACPP_MODELS"
+
+// findVocab returns the path of ggml-vocab-NAME.gguf in vocabDir or else in
+// $BRAID_LLAMACPP_MODELS, and every path it tried.
+func findVocab(name string) (string, []string) {
+	dirs := []string{vocabDir}
+	if d := os.Getenv(llamaModelsEnv); d != "" {
+		dirs = append(dirs, d)
+	}
+	var tried []string
+	for _, d := range dirs {
+		path := filepath.Join(d, "ggml-vocab-"+name+".gguf")
+		if _, err := os.Stat(path); err == nil {
+			return path, nil
+		}
+		tried = append(tried, path)
+	}
+	return "", tried
+}
+
+// skipNoVocab skips a test whose vocab findVocab did not find, naming where
+// it looked and how to point it at a llama.cpp checkout.
+func skipNoVocab(tb testing.TB, name string, tried []string) {
+	tb.Helper()
+	hint := ""
+	if os.Getenv(llamaModelsEnv) == "" {
+		hint = fmt.Sprintf("; set %s to a llama.cpp source tree's models/ folder to use its copy", llamaModelsEnv)
+	}
+	tb.Skipf("vocab test data ggml-vocab-%s.gguf not available (looked for %s)%s", name, strings.Join(tried, ", "), hint)
+}
+
 var (
 	loadMu sync.Mutex
 	loaded = map[string]*Tokenizer{}
 )
 
 // loadVocab returns the tokenizer of ggml-vocab-NAME.gguf, skipping the test
-// when the shared test data is not there.
+// when the test data is not there.
 func loadVocab(tb testing.TB, name string) *Tokenizer {
 	tb.Helper()
 	loadMu.Lock()
@@ -30,9 +65,9 @@ func loadVocab(tb testing.TB, name string) *Tokenizer {
 	if tk, ok := loaded[name]; ok {
 		return tk
 	}
-	path := filepath.Join(vocabDir, "ggml-vocab-"+name+".gguf")
-	if _, err := os.Stat(path); err != nil {
-		tb.Skipf("vocab test data not available (%v); it lives in ../shared/testdata/vocab next to the repository", err)
+	path, tried := findVocab(name)
+	if path == "" {
+		skipNoVocab(tb, name, tried)
 	}
 	m, err := gguf.Open(path)
 	if err != nil {
@@ -55,7 +90,10 @@ type goldenCase struct {
 // readGolden reads NAME.gguf.inp/.out as llama.cpp's test-tokenizer-0 does.
 func readGolden(tb testing.TB, name string) []goldenCase {
 	tb.Helper()
-	base := filepath.Join(vocabDir, "ggml-vocab-"+name+".gguf")
+	base, tried := findVocab(name)
+	if base == "" {
+		skipNoVocab(tb, name, tried)
+	}
 	inp, err := os.ReadFile(base + ".inp")
 	if err != nil {
 		tb.Skipf("vocab test data not available: %v", err)
@@ -117,22 +155,46 @@ func eqIDs(a, b []int32) bool {
 func TestGolden(t *testing.T) {
 	var summary []string
 	for _, name := range goldenVocabs(t) {
-		tk := loadVocab(t, name)
-		cases := readGolden(t, name)
-		pass := 0
-		t.Run(name, func(t *testing.T) {
-			for i, c := range cases {
-				t.Run(strconv.Itoa(i), func(t *testing.T) {
-					got := tk.Encode(c.text, false, false)
-					if !eqIDs(got, c.ids) {
-						t.Errorf("Encode(%q)\n got %v\nwant %v", c.text, got, c.ids)
-						return
-					}
-					pass++
-				})
-			}
-		})
-		summary = append(summary, fmt.Sprintf("%s %d/%d", name, pass, len(cases)))
+		summary = append(summary, runGolden(t, name))
 	}
 	t.Logf("golden: %s", strings.Join(summary, ", "))
+}
+
+// runGolden runs the test pairs of one vocab as subtest NAME and returns
+// "NAME passed/total".
+func runGolden(t *testing.T, name string) string {
+	tk := loadVocab(t, name)
+	cases := readGolden(t, name)
+	pass := 0
+	t.Run(name, func(t *testing.T) {
+		for i, c := range cases {
+			t.Run(strconv.Itoa(i), func(t *testing.T) {
+				got := tk.Encode(c.text, false, false)
+				if !eqIDs(got, c.ids) {
+					t.Errorf("Encode(%q)\n got %v\nwant %v", c.text, got, c.ids)
+					return
+				}
+				pass++
+			})
+		}
+	})
+	return fmt.Sprintf("%s %d/%d", name, pass, len(cases))
+}
+
+// TestGoldenQwen35 checks the Qwen3.5 vocabulary (pre-tokenizer qwen35)
+// against llama.cpp's models/ggml-vocab-qwen35.gguf.inp/.out, read from
+// ../shared/testdata/vocab or $BRAID_LLAMACPP_MODELS; skipped, naming both,
+// when neither has it.
+func TestGoldenQwen35(t *testing.T) {
+	// Optional data, not part of ../shared: a plain skip, whatever the
+	// shared-data policy, when neither place has it.
+	if path, tried := findVocab("qwen35"); path == "" {
+		t.Skipf("qwen35 vocab not available: looked for %s; set %s to the models/ folder of a llama.cpp source tree (it ships ggml-vocab-qwen35.gguf with .inp/.out)",
+			strings.Join(tried, ", "), llamaModelsEnv)
+	}
+	tk := loadVocab(t, "qwen35")
+	if got := tk.PreName(); got != "qwen35" {
+		t.Fatalf("pre-tokenizer %q, want qwen35", got)
+	}
+	t.Logf("golden: %s", runGolden(t, "qwen35"))
 }

@@ -6,13 +6,14 @@ import (
 )
 
 // Character classes as llama.cpp's pre-tokenizers see them. The regexes only
-// ever ask about letters, numbers, whitespace and punctuation, so one byte of
-// bits per codepoint is enough.
+// ever ask about letters, numbers, whitespace, punctuation and marks, so one
+// byte of bits per codepoint is enough.
 const (
 	clLetter = 1 << iota
 	clNumber
 	clSpace
 	clPunct
+	clMark // \p{M}: Mn, Mc, Me (qwen35 keeps combining marks with letters)
 )
 
 var asciiClass [128]uint8
@@ -38,6 +39,9 @@ func classOfSlow(r rune) uint8 {
 	}
 	if unicode.IsPunct(r) {
 		c |= clPunct
+	}
+	if unicode.IsMark(r) {
+		c |= clMark
 	}
 	return c
 }
