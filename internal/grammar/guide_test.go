@@ -11,6 +11,7 @@ import (
 
 	"braid/internal/gguf"
 	"braid/internal/sample"
+	"braid/internal/sharedtest"
 	"braid/internal/tokenizer"
 )
 
@@ -31,7 +32,7 @@ func loadTokenizer(tb testing.TB, name string) *tokenizer.Tokenizer {
 	}
 	path := filepath.Join(vocabDir, "ggml-vocab-"+name+".gguf")
 	if _, err := os.Stat(path); err != nil {
-		tb.Skipf("vocab test data not available (%v)", err)
+		sharedtest.Missing(tb, "vocab test data not available (%v)", err)
 	}
 	m, err := gguf.Open(path)
 	if err != nil {
