@@ -56,6 +56,9 @@ type Job struct {
 	// IgnoreEOG keeps generating through end-of-generation tokens (load
 	// generators use it to get outputs of a fixed length).
 	IgnoreEOG bool
+	// Constraint, when set, limits the tokens sampled (a grammar); its
+	// sequence always gets full rows of logits.
+	Constraint Constraint
 }
 
 // Token is one generated token as the scheduler emits it.
@@ -593,7 +596,7 @@ func (s *Scheduler) step() {
 	var out Output
 	for _, q := range s.active {
 		if q.logits >= 0 {
-			out = out.Merge(NeedFor(q.st.job.Sampler.Params(), len(q.toks), q.st.job.TopLogprobs >= 0))
+			out = out.Merge(NeedFor(q.st.job.Sampler.Params(), len(q.toks), q.st.job.TopLogprobs >= 0 || q.st.job.Constraint != nil))
 		}
 	}
 	err := s.b.Forward(&s.batch, out, s.logits)
@@ -655,7 +658,12 @@ func (s *Scheduler) sampleInto(q *seq, row []float32, now time.Time) Finish {
 	if q.gen >= j.MaxTokens {
 		return FinishLength
 	}
-	id := j.Sampler.Sample(row)
+	var id int32
+	if j.Constraint != nil {
+		id = j.Constraint.Sample(j.Sampler, row, j.TopLogprobs >= 0)
+	} else {
+		id = j.Sampler.Sample(row)
+	}
 	j.Sampler.Accept(id)
 	if !j.IgnoreEOG && s.cfg.IsEOG != nil && s.cfg.IsEOG(id) {
 		return FinishStop
@@ -674,6 +682,9 @@ func (s *Scheduler) sampleInto(q *seq, row []float32, now time.Time) Finish {
 	s.genToks.Add(1)
 	q.toks = append(q.toks, id)
 	q.st.push(t)
+	if j.Constraint != nil && j.Constraint.Advance(id) {
+		return FinishStop // the grammar is complete: nothing may follow
+	}
 	if q.gen >= j.MaxTokens || len(q.toks) >= q.limit || len(q.toks) >= s.cfg.Context {
 		// len(q.toks) counts the new token, which would sit at position
 		// len-1; at the limit there is no room to feed it.
