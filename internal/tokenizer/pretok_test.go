@@ -49,3 +49,25 @@ func TestPreTokenizerOracle(t *testing.T) {
 		}
 	}
 }
+
+// TestClassCJKExtI: CJK Extension I (U+2EBF0..U+2EE5D, Unicode 15.1) is
+// letters, as in llama.cpp's tables, though Go's unicode package (15.0) does
+// not know it; its neighbours are unassigned in both.
+func TestClassCJKExtI(t *testing.T) {
+	for _, c := range []struct {
+		r    rune
+		want uint8
+	}{{0x2EBEF, 0}, {0x2EBF0, clLetter}, {0x2ED00, clLetter}, {0x2EE5D, clLetter}, {0x2EE5E, 0}} {
+		if got := classOf(c.r); got != c.want {
+			t.Errorf("classOf(%U) = %d, want %d", c.r, got, c.want)
+		}
+	}
+	for _, name := range []string{"qwen2", "qwen35", "llama3"} {
+		pt, _ := lookupPre(name)
+		var p preText
+		p.reset("x\U0002EBF0\U0002EE5D!")
+		if ends := pt.split(&p, &scratch{}); !reflect.DeepEqual(ends, []int{3, 4}) {
+			t.Errorf("%s: ends %v, want [3 4]", name, ends)
+		}
+	}
+}

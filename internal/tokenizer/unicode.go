@@ -53,6 +53,13 @@ func classOf(r rune) uint8 {
 	if r > unicode.MaxRune {
 		return 0
 	}
+	if r >= 0x2EBF0 && r <= 0x2EE5D {
+		// CJK Unified Ideographs Extension I (Lo), new in Unicode 15.1:
+		// Go's tables are Unicode 15.0 and lack it, llama.cpp's have it. It
+		// is the only codepoint range where the two disagree on these
+		// classes (compared over every codepoint at llama.cpp de3ff81).
+		return clLetter
+	}
 	return classOfSlow(r)
 }
 
