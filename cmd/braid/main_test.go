@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"braid/internal/gguf"
+	"braid/internal/sharedtest"
 )
 
 const shared = "../../../shared/testdata"
@@ -55,7 +56,7 @@ func braid(t *testing.T, stdin string, args ...string) (string, string, int) {
 func needShared(t *testing.T, path string) {
 	t.Helper()
 	if _, err := os.Stat(path); err != nil {
-		t.Skipf("shared test data absent (%s): skipping", path)
+		sharedtest.Missing(t, "shared test data absent (%s): skipping", path)
 	}
 }
 

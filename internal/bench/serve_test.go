@@ -18,6 +18,7 @@ import (
 	"braid/internal/kernels"
 	"braid/internal/model"
 	"braid/internal/server"
+	"braid/internal/sharedtest"
 	"braid/internal/tokenizer"
 )
 
@@ -28,7 +29,7 @@ func startBraid(t *testing.T, parallel int) string {
 	t.Helper()
 	f, err := gguf.Open(storiesPath)
 	if err != nil {
-		t.Skipf("shared test model absent (%v): skipping the load-generator test", err)
+		sharedtest.Missing(t, "shared test model absent (%v): skipping the load-generator test", err)
 	}
 	t.Cleanup(func() { f.Close() })
 	pool := kernels.NewPool(2)

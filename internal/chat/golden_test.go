@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"braid/internal/sharedtest"
 )
 
 const goldenDir = "../../../shared/testdata/templates"
@@ -66,7 +68,7 @@ func loadGoldens(t *testing.T) map[string]goldenFile {
 	t.Helper()
 	files, _ := filepath.Glob(filepath.Join(goldenDir, "*.json"))
 	if len(files) == 0 {
-		t.Skipf("no chat-template goldens at %s (shared test data not checked out)", goldenDir)
+		sharedtest.Missing(t, "no chat-template goldens at %s (shared test data not checked out)", goldenDir)
 	}
 	out := map[string]goldenFile{}
 	for _, f := range files {

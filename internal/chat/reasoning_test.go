@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"braid/internal/sharedtest"
 )
 
 type reasoningCase struct {
@@ -178,7 +180,7 @@ func TestDetectReasoning(t *testing.T) {
 	for name, f := range want {
 		src, err := os.ReadFile(filepath.Join(goldenDir, name+".jinja"))
 		if err != nil {
-			t.Skipf("shared templates absent: %v", err)
+			sharedtest.Missing(t, "shared templates absent: %v", err)
 		}
 		if got := DetectReasoning(string(src)); got != f {
 			t.Errorf("%s: detected %v, want %v", name, got, f)
@@ -209,7 +211,7 @@ func TestHarmonyReasoningEffort(t *testing.T) {
 	const name = "openai-gpt-oss-120b"
 	g, ok := loadGoldens(t)[name]
 	if !ok {
-		t.Skipf("no golden for %s", name)
+		sharedtest.Missing(t, "no golden for %s", name)
 	}
 	src, err := os.ReadFile(filepath.Join(goldenDir, g.Template))
 	if err != nil {

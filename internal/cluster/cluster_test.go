@@ -9,6 +9,7 @@ import (
 
 	"braid/internal/model"
 	"braid/internal/sharedmodels"
+	"braid/internal/sharedtest"
 )
 
 // checkAgainst compares a cluster run with world 1: the same greedy tokens,
@@ -99,10 +100,12 @@ func clusterModels(t *testing.T) []string {
 		p := filepath.Join(sharedModels, rel)
 		if _, err := os.Stat(p); err == nil {
 			out = append(out, p)
+		} else if sharedtest.Required() {
+			t.Fatalf("%s=1 and %v", sharedtest.Env, err)
 		}
 	}
 	if len(out) == 0 {
-		t.Skipf("no shared models under %s: skipping", sharedModels)
+		sharedtest.Missing(t, "no shared models under %s: skipping", sharedModels)
 	}
 	return out
 }

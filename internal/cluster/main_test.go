@@ -20,6 +20,7 @@ import (
 	"braid/internal/gguf"
 	"braid/internal/kernels"
 	"braid/internal/model"
+	"braid/internal/sharedtest"
 )
 
 const sharedModels = "../../../shared/testdata/models"
@@ -165,7 +166,7 @@ func sharedModel(t *testing.T, rel string) string {
 	t.Helper()
 	p := filepath.Join(sharedModels, rel)
 	if _, err := os.Stat(p); err != nil {
-		t.Skipf("shared test model absent (%s): skipping", p)
+		sharedtest.Missing(t, "shared test model absent (%s): skipping", p)
 	}
 	return p
 }

@@ -10,6 +10,7 @@ import (
 	"braid/internal/kernels"
 	"braid/internal/model"
 	"braid/internal/sample"
+	"braid/internal/sharedtest"
 )
 
 const stories = "../../../shared/testdata/models/stories260K/stories260K-F32"
@@ -19,7 +20,7 @@ const stories = "../../../shared/testdata/models/stories260K/stories260K-F32"
 func TestGreedyFromBOS(t *testing.T) {
 	data, err := os.ReadFile(stories + ".bos_greedy200.json")
 	if err != nil {
-		t.Skipf("shared test data absent (%v): skipping the llama2.c greedy comparison", err)
+		sharedtest.Missing(t, "shared test data absent (%v): skipping the llama2.c greedy comparison", err)
 	}
 	var g struct {
 		Greedy []int32 `json:"greedy_200"`
@@ -74,7 +75,7 @@ func TestGreedyFromBOS(t *testing.T) {
 func TestGenerateLimits(t *testing.T) {
 	f, err := gguf.Open(stories + ".gguf")
 	if err != nil {
-		t.Skipf("shared test data absent (%v)", err)
+		sharedtest.Missing(t, "shared test data absent (%v)", err)
 	}
 	defer f.Close()
 	pool := kernels.NewPool(1)

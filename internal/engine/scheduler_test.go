@@ -11,6 +11,7 @@ import (
 	"braid/internal/kernels"
 	"braid/internal/model"
 	"braid/internal/sample"
+	"braid/internal/sharedtest"
 )
 
 // loadStories opens the shared stories260K model or skips.
@@ -18,7 +19,7 @@ func loadStories(t *testing.T) *model.Model {
 	t.Helper()
 	f, err := gguf.Open(stories + ".gguf")
 	if err != nil {
-		t.Skipf("shared test data absent (%v): skipping", err)
+		sharedtest.Missing(t, "shared test data absent (%v): skipping", err)
 	}
 	t.Cleanup(func() { f.Close() })
 	pool := kernels.NewPool(2)

@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"braid/internal/sharedtest"
 )
 
 // BenchmarkParseVocab measures header parsing of a large vocabulary, the
@@ -12,7 +14,7 @@ func BenchmarkParseVocab(b *testing.B) {
 	path := filepath.Join(sharedTestdata, "vocab/ggml-vocab-qwen2.gguf")
 	data, err := os.ReadFile(path)
 	if err != nil {
-		b.Skipf("%s absent: %v", path, err)
+		sharedtest.Missing(b, "%s absent: %v", path, err)
 	}
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()

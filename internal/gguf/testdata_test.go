@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"braid/internal/quant"
+	"braid/internal/sharedtest"
 )
 
 // sharedTestdata is the shared model and vocabulary collection, outside the
@@ -35,7 +36,7 @@ func sharedFiles(t *testing.T) []string {
 		}
 	}
 	if len(files) == 0 {
-		t.Skipf("no GGUF files under %s (the shared test data is not checked out here)", sharedTestdata)
+		sharedtest.Missing(t, "no GGUF files under %s (the shared test data is not checked out here)", sharedTestdata)
 	}
 	return files
 }
@@ -96,7 +97,7 @@ func TestSharedFilesOpen(t *testing.T) {
 func TestQuantsFileSizes(t *testing.T) {
 	path := filepath.Join(sharedTestdata, "quants/quants.gguf")
 	if _, err := os.Stat(path); err != nil {
-		t.Skipf("%s absent: %v", path, err)
+		sharedtest.Missing(t, "%s absent: %v", path, err)
 	}
 	m, err := Open(path)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"braid/internal/quant"
+	"braid/internal/sharedtest"
 )
 
 // refIQDir holds llama.cpp's reference data for the low-bit formats; see its
@@ -20,11 +21,11 @@ const refIQDir = "../../../shared/testdata/quants-iq/"
 func TestReferenceDotsLowBit(t *testing.T) {
 	gb, err := os.ReadFile(refIQDir + "quants-iq.gguf")
 	if err != nil {
-		t.Skipf("llama.cpp reference data not available (%v): it lives in the shared checkout next to the repository", err)
+		sharedtest.Missing(t, "llama.cpp reference data not available (%v): it lives in the shared checkout next to the repository", err)
 	}
 	jb, err := os.ReadFile(refIQDir + "quants-iq-vec_dot.json")
 	if err != nil {
-		t.Skipf("llama.cpp reference data not available (%v)", err)
+		sharedtest.Missing(t, "llama.cpp reference data not available (%v)", err)
 	}
 	tensors, err := readGGUF(gb)
 	if err != nil {

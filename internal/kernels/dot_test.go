@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"braid/internal/quant"
+	"braid/internal/sharedtest"
 )
 
 // refDir holds llama.cpp's reference quantizations and vec_dot results; see
@@ -107,11 +108,11 @@ func bytesF32(b []byte) []float32 {
 func TestReferenceDots(t *testing.T) {
 	gb, err := os.ReadFile(refDir + "quants.gguf")
 	if err != nil {
-		t.Skipf("llama.cpp reference data not available (%v): it lives in the shared checkout next to the repository", err)
+		sharedtest.Missing(t, "llama.cpp reference data not available (%v): it lives in the shared checkout next to the repository", err)
 	}
 	jb, err := os.ReadFile(refDir + "quants-vec_dot.json")
 	if err != nil {
-		t.Skipf("llama.cpp reference data not available (%v)", err)
+		sharedtest.Missing(t, "llama.cpp reference data not available (%v)", err)
 	}
 	tensors, err := readGGUF(gb)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"braid/internal/quant"
+	"braid/internal/sharedtest"
 )
 
 // iqTypes are the grid and ternary formats of iq_*.go.
@@ -102,11 +103,11 @@ func iqDot64(t *testing.T, typ quant.Type, w, x []byte, n int) (dot, mag float64
 func TestIQVecDotGolden(t *testing.T) {
 	gb, err := os.ReadFile(refIQDir + "quants-iq.gguf")
 	if err != nil {
-		t.Skipf("llama.cpp reference data not available (%v): it lives in the shared checkout next to the repository", err)
+		sharedtest.Missing(t, "llama.cpp reference data not available (%v): it lives in the shared checkout next to the repository", err)
 	}
 	jb, err := os.ReadFile(refIQDir + "quants-iq-vec_dot.json")
 	if err != nil {
-		t.Skipf("llama.cpp reference data not available (%v)", err)
+		sharedtest.Missing(t, "llama.cpp reference data not available (%v)", err)
 	}
 	tensors, err := readGGUF(gb)
 	if err != nil {

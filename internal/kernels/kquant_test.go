@@ -17,6 +17,7 @@ import (
 
 	"braid/internal/gguf"
 	"braid/internal/quant"
+	"braid/internal/sharedtest"
 )
 
 // kqTypes are the weight types whose dot products kquant*.go implement.
@@ -388,7 +389,7 @@ const kqTestdata = "../../../shared/testdata/quants"
 func kqGGUF(t *testing.T, path string) map[string][]byte {
 	t.Helper()
 	if _, err := os.Stat(path); err != nil {
-		t.Skipf("reference data not available (%v); it lives in ../shared/testdata/quants", err)
+		sharedtest.Missing(t, "reference data not available (%v); it lives in ../shared/testdata/quants", err)
 	}
 	m, err := gguf.Open(path)
 	if err != nil {
@@ -431,7 +432,7 @@ func TestKQuantVecDotGolden(t *testing.T) {
 	q := kqGGUF(t, filepath.Join(kqTestdata, "quants.gguf"))
 	jf, err := os.Open(filepath.Join(kqTestdata, "quants-vec_dot.json"))
 	if err != nil {
-		t.Skipf("reference data not available: %v", err)
+		sharedtest.Missing(t, "reference data not available: %v", err)
 	}
 	defer jf.Close()
 	raw, err := io.ReadAll(jf)

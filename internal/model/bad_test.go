@@ -10,6 +10,7 @@ import (
 	"braid/internal/kvcache"
 	"braid/internal/modelgen"
 	"braid/internal/quant"
+	"braid/internal/sharedtest"
 )
 
 // rewrite copies a generated model through edit, which may drop or change
@@ -150,7 +151,7 @@ func TestBadGptOss(t *testing.T) {
 	src := filepath.Join(sharedModels, "gpt-oss", "tiny-gpt-oss-F32.gguf")
 	base, err := gguf.Open(src)
 	if err != nil {
-		t.Skipf("no shared gpt-oss model: %v", err)
+		sharedtest.Missing(t, "no shared gpt-oss model: %v", err)
 	}
 	defer base.Close()
 	keepT := func(ti *gguf.Tensor) ([]int64, bool) { return ti.Shape, true }

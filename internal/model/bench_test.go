@@ -6,6 +6,7 @@ import (
 
 	"braid/internal/gguf"
 	"braid/internal/kernels"
+	"braid/internal/sharedtest"
 )
 
 // BenchmarkDecodeStep times one decode token of a shared model on a single
@@ -14,7 +15,7 @@ func BenchmarkDecodeStep(b *testing.B) {
 	path := filepath.Join(sharedModels, "tiny-llama", "tiny-llama-Q8_0.gguf")
 	f, err := gguf.Open(path)
 	if err != nil {
-		b.Skip(err)
+		sharedtest.Missing(b, "%v", err)
 	}
 	defer f.Close()
 	pool := kernels.NewPool(2)

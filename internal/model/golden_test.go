@@ -14,6 +14,7 @@ import (
 	"braid/internal/kernels"
 	"braid/internal/kvcache"
 	"braid/internal/sharedmodels"
+	"braid/internal/sharedtest"
 )
 
 const sharedModels = "../../../shared/testdata/models"
@@ -229,7 +230,7 @@ func sharedFiles(t *testing.T) []string {
 		t.Logf("not run yet: %s", p)
 	}
 	if len(files) == 0 {
-		t.Skipf("no shared models under %s: skipping the llama.cpp comparisons", sharedModels)
+		sharedtest.Missing(t, "no shared models under %s: skipping the llama.cpp comparisons", sharedModels)
 	}
 	return files
 }
@@ -267,7 +268,7 @@ func TestWindowRingMatchesFullCache(t *testing.T) {
 	path := filepath.Join(sharedModels, "gpt-oss", "tiny-gpt-oss-F32.gguf")
 	f, err := gguf.Open(path)
 	if err != nil {
-		t.Skipf("no shared gpt-oss model: %v", err)
+		sharedtest.Missing(t, "no shared gpt-oss model: %v", err)
 	}
 	defer f.Close()
 	pool := kernels.NewPool(1)

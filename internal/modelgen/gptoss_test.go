@@ -13,6 +13,7 @@ import (
 
 	"braid/internal/gguf"
 	"braid/internal/quant"
+	"braid/internal/sharedtest"
 )
 
 // tinyGPTOSS is the shape of the llama.cpp-made tiny gpt-oss model in the
@@ -166,7 +167,7 @@ func TestGPTOSSMatchesLlamaCpp(t *testing.T) {
 		t.Run(mix, func(t *testing.T) {
 			ref, err := gguf.Open(sharedGPTOSS + "tiny-gpt-oss-" + mix + ".gguf")
 			if errors.Is(err, fs.ErrNotExist) {
-				t.Skipf("shared test data not available: %v", err)
+				sharedtest.Missing(t, "shared test data not available: %v", err)
 			}
 			if err != nil {
 				t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"braid/internal/quant"
+	"braid/internal/sharedtest"
 )
 
 // refTypes are the tensors of the reference files, named as ggml names types.
@@ -25,7 +26,7 @@ func TestDequantizeRef(t *testing.T) {
 	for _, name := range append([]string{"source", "act_source"}, refTypes...) {
 		t.Run(name, func(t *testing.T) {
 			if _, _, ok := q.tensor(name); !ok {
-				t.Skipf("tensor %s not in quants.gguf", name)
+				sharedtest.Missing(t, "tensor %s not in quants.gguf", name)
 			}
 			compareDequant(t, q, f, name)
 		})

@@ -9,6 +9,7 @@ import (
 
 	"braid/internal/gguf"
 	"braid/internal/quant"
+	"braid/internal/sharedtest"
 )
 
 // refDir and refIQDir hold llama.cpp's reference quantizations (see their
@@ -30,7 +31,7 @@ func loadRefAt(t *testing.T, dir, name string) refFile {
 	t.Helper()
 	m, err := gguf.Open(dir + name)
 	if errors.Is(err, fs.ErrNotExist) {
-		t.Skipf("reference data %s not available (it lives in the shared checkout, not the repo): %v", name, err)
+		sharedtest.Missing(t, "reference data %s not available (it lives in the shared checkout, not the repo): %v", name, err)
 	}
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)

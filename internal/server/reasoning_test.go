@@ -18,6 +18,7 @@ import (
 	"braid/internal/engine"
 	"braid/internal/kvcache"
 	"braid/internal/model"
+	"braid/internal/sharedtest"
 	"braid/internal/tokenizer"
 )
 
@@ -122,7 +123,7 @@ func startScripted(t *testing.T, name string) *scriptServer {
 	t.Helper()
 	src, err := os.ReadFile(filepath.Join(templateDir, name+".jinja"))
 	if err != nil {
-		t.Skipf("shared chat templates absent (%v)", err)
+		sharedtest.Missing(t, "shared chat templates absent (%v)", err)
 	}
 	tmpl, err := chat.Parse(name, string(src))
 	if err != nil {
@@ -377,7 +378,7 @@ func TestReasoningBadFields(t *testing.T) {
 func TestReasoningRealModel(t *testing.T) {
 	src, err := os.ReadFile(filepath.Join(templateDir, "llama-cpp-deepseek-r1.jinja"))
 	if err != nil {
-		t.Skipf("shared chat templates absent (%v)", err)
+		sharedtest.Missing(t, "shared chat templates absent (%v)", err)
 	}
 	ts := startServer(t, opts{parallel: 1, ctx: 256})
 	b, _ := ts.srv.state()

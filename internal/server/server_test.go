@@ -21,6 +21,7 @@ import (
 	"braid/internal/kernels"
 	"braid/internal/model"
 	"braid/internal/sample"
+	"braid/internal/sharedtest"
 	"braid/internal/tokenizer"
 )
 
@@ -48,7 +49,7 @@ func openModel(t *testing.T) (*gguf.Model, *model.Model) {
 	t.Helper()
 	f, err := gguf.Open(storiesPath)
 	if err != nil {
-		t.Skipf("shared test model absent (%v): skipping the server tests", err)
+		sharedtest.Missing(t, "shared test model absent (%v): skipping the server tests", err)
 	}
 	t.Cleanup(func() { f.Close() })
 	pool := kernels.NewPool(2)

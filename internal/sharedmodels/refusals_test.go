@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"braid/internal/sharedtest"
 )
 
 // TestCheck: a refusal the table lists passes only with its own text; an
@@ -43,7 +45,7 @@ func TestCheck(t *testing.T) {
 func TestRefusalsNameSharedModels(t *testing.T) {
 	dir := "../../../shared/testdata/models"
 	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("shared test data absent: %v", err)
+		sharedtest.Missing(t, "shared test data absent: %v", err)
 	}
 	for _, r := range Refusals {
 		for _, m := range r.Models {

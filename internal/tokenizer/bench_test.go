@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"braid/internal/sharedtest"
 )
 
 // mixedText returns about n tokens' worth of mixed text for tk: prose, code,
@@ -12,7 +14,7 @@ import (
 func mixedText(tb testing.TB, tk *Tokenizer, n int) string {
 	inp, err := os.ReadFile(filepath.Join(vocabDir, "ggml-vocab-llama-bpe.gguf.inp"))
 	if err != nil {
-		tb.Skipf("vocab test data not available: %v", err)
+		sharedtest.Missing(tb, "vocab test data not available: %v", err)
 	}
 	chunk := strings.ReplaceAll(string(inp), "__ggml_vocab_test__", "") +
 		"The quick brown fox jumps over the lazy dog. It's 3:14 pm on 2024-03-14, and pi is 3.14159265358979.\n" +

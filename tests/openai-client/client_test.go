@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"braid/internal/sharedtest"
 )
 
 const model = "../../../shared/testdata/models/stories260K/stories260K-F32.gguf"
@@ -26,7 +28,7 @@ func TestOpenAINodeSDK(t *testing.T) {
 		t.Skip("tests/openai-client/node_modules/openai is absent (run npm ci there; .ci/run does): skipping the openai SDK test")
 	}
 	if _, err := os.Stat(model); err != nil {
-		t.Skipf("shared test model absent (%v): skipping the openai SDK test", err)
+		sharedtest.Missing(t, "shared test model absent (%v): skipping the openai SDK test", err)
 	}
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "braid")
