@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"braid/internal/gguf"
+	"braid/internal/sharedtest"
 )
 
 // vocabDir holds llama.cpp's vocab-only GGUFs and their test pairs; it lives
@@ -41,14 +42,16 @@ func findVocab(name string) (string, []string) {
 }
 
 // skipNoVocab skips a test whose vocab findVocab did not find, naming where
-// it looked and how to point it at a llama.cpp checkout.
+// it looked and how to point it at a llama.cpp checkout; it fails it under
+// BRAID_REQUIRE_TESTDATA=1, since the vocabs it is reached for are the
+// shared folder's (the optional qwen35 one is checked before).
 func skipNoVocab(tb testing.TB, name string, tried []string) {
 	tb.Helper()
 	hint := ""
 	if os.Getenv(llamaModelsEnv) == "" {
 		hint = fmt.Sprintf("; set %s to a llama.cpp source tree's models/ folder to use its copy", llamaModelsEnv)
 	}
-	tb.Skipf("vocab test data ggml-vocab-%s.gguf not available (looked for %s)%s", name, strings.Join(tried, ", "), hint)
+	sharedtest.Missing(tb, "vocab test data ggml-vocab-%s.gguf not available (looked for %s)%s", name, strings.Join(tried, ", "), hint)
 }
 
 var (
@@ -96,7 +99,7 @@ func readGolden(tb testing.TB, name string) []goldenCase {
 	}
 	inp, err := os.ReadFile(base + ".inp")
 	if err != nil {
-		tb.Skipf("vocab test data not available: %v", err)
+		sharedtest.Missing(tb, "vocab test data not available: %v", err)
 	}
 	out, err := os.ReadFile(base + ".out")
 	if err != nil {
@@ -128,7 +131,7 @@ func readGolden(tb testing.TB, name string) []goldenCase {
 func goldenVocabs(tb testing.TB) []string {
 	files, _ := filepath.Glob(filepath.Join(vocabDir, "ggml-vocab-*.gguf.inp"))
 	if len(files) == 0 {
-		tb.Skipf("no vocab test data under %s", vocabDir)
+		sharedtest.Missing(tb, "no vocab test data under %s", vocabDir)
 	}
 	var names []string
 	for _, f := range files {
