@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"braid/internal/sample"
+	"braid/internal/sharedtest"
 )
 
 type schemaCase struct {
@@ -123,6 +124,8 @@ func TestSchemaRandomGeneration(t *testing.T) {
 		tk := loadTokenizer(t, "llama-bpe")
 		p := TokenPieces(tk, nil)
 		vocabs = append(vocabs, vocabT{"llama-bpe", p, tk.IsEOG, NewVocab(p, tk.EOGs()), 400, 3})
+	} else if sharedtest.Required() {
+		t.Fatalf("%s=1 and the llama-bpe vocabulary is missing: %v", sharedtest.Env, err)
 	}
 	runs := 8
 	if testing.Short() {
