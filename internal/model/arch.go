@@ -59,7 +59,12 @@ type FFN interface {
 // in m.s.x. Each collective runs on every rank, also on a rank whose slice of
 // that part is empty: the group's all-reduces pair up in order.
 func (m *Model) layer(cache *kvcache.Cache, b *Batch, l int) error {
-	c, s, w := &m.Cfg, &m.s, m.w.layers[l-m.sh.First]
+	return m.runLayer(cache, b, l, m.w.layers[l-m.sh.First])
+}
+
+// runLayer runs the blocks of w as layer l (its cache layer l-m.sh.First).
+func (m *Model) runLayer(cache *kvcache.Cache, b *Batch, l int, w *Layer) error {
+	c, s := &m.Cfg, &m.s
 	n, E := len(b.Tokens), c.Embd
 	for i := 0; i < n; i++ {
 		kernels.RMSNorm(s.h[i*E:(i+1)*E], s.x[i*E:(i+1)*E], w.AttnNorm, c.NormEps)

@@ -25,6 +25,7 @@ func glm4moeConfig(r *meta, c *Config) error {
 		return fmt.Errorf("%d NextN layers of %d blocks leave no trunk", nextn, c.Layers)
 	}
 	c.Layers -= nextn
+	c.NextN = nextn
 	c.Window = c.Window[:max(c.Layers, 0)]
 	r.moe(c, r.opt("leading_dense_block_count", 0))
 	c.NormTopKProb = true

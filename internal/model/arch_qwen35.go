@@ -34,6 +34,7 @@ func qwen35Config(moe bool) func(r *meta, c *Config) error {
 			return fmt.Errorf("%d NextN layers of %d blocks leave no trunk", nextn, blocks)
 		}
 		c.Layers -= nextn
+		c.NextN = nextn
 		c.Window = c.Window[:max(c.Layers, 0)]
 		a := &SSMConfig{State: r.need("ssm.state_size"), KHeads: r.need("ssm.group_count"),
 			VHeads: r.need("ssm.time_step_rank"), Conv: r.need("ssm.conv_kernel")}

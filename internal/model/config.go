@@ -62,6 +62,9 @@ type Config struct {
 	// Recurrent marking which layers they are.
 	SSM       *SSMConfig
 	Recurrent []bool
+	// NextN is the count of MTP (NextN) blocks after the trunk's Layers;
+	// the per-layer kinds above cover them too.
+	NextN int
 	// AttnGate: the attention's query projection also yields a per-head
 	// output gate (Qwen3.5's gated attention).
 	AttnGate bool
@@ -308,6 +311,7 @@ func ReadConfig(m *gguf.Model) (*Config, error) {
 	if c.HasMoE() && (c.ExpertsUsed > c.Experts) {
 		return nil, fmt.Errorf("model: %d experts used per token but only %d experts", c.ExpertsUsed, c.Experts)
 	}
+	c.extendNextN()
 	for l, w := range c.Window {
 		if w < 0 || w > c.Context {
 			return nil, fmt.Errorf("model: layer %d: sliding window %d is outside the training context of %d positions", l, w, c.Context)
@@ -327,6 +331,23 @@ func ReadConfig(m *gguf.Model) (*Config, error) {
 		return nil, fmt.Errorf("model: rope dimension count %d does not fit head size %d", rp.Dims, c.HeadDim)
 	}
 	return c, nil
+}
+
+// extendNextN gives the NextN blocks after the trunk their layer kinds: as
+// the trunk's last layer for MoE, full attention, no window.
+func (c *Config) extendNextN() {
+	if c.NextN <= 0 {
+		return
+	}
+	for i := 0; i < c.NextN; i++ {
+		c.Window = append(c.Window, 0)
+		if c.MoELayers != nil {
+			c.MoELayers = append(c.MoELayers, c.Layers > 0 && c.MoELayers[c.Layers-1])
+		}
+		if c.Recurrent != nil {
+			c.Recurrent = append(c.Recurrent, false)
+		}
+	}
 }
 
 // Supported lists the architectures this package runs, sorted.

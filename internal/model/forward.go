@@ -55,6 +55,9 @@ type Options struct {
 	// Shard is this rank's slice of the model; nil means all of it. Its
 	// TPSize must be Comm's Size and TPRank Comm's Rank.
 	Shard *Shard
+	// MTP loads the model's MTP (NextN) head on the last stage, when the
+	// model has one (Config.NextN > 0); ForwardMTP runs it.
+	MTP bool
 	// Stage carries the hidden state between pipeline stages: a stage that
 	// does not start at layer 0 receives it, one that does not end at the
 	// last layer sends it. Unused (may be nil) for a single stage.
@@ -71,6 +74,7 @@ type Model struct {
 	stage StageLink
 	sh    Shard
 	rope  kernels.Rope
+	mtp   *mtpHead // nil unless loaded
 
 	maxBatch int
 	s        scratch
@@ -152,9 +156,12 @@ func New(f *gguf.Model, pool *kernels.Pool, opt Options) (*Model, error) {
 	if opt.Stage == nil && (sh.First > 0 || !sh.LastStage(c)) {
 		return nil, fmt.Errorf("model: shard runs layers [%d,%d) of %d but has no StageLink to the other stages", sh.First, sh.Last, c.Layers)
 	}
-	w, _, err := bindWeights(f, c, &sh, false)
+	w, _, err := bindWeights(f, c, &sh, false, opt.MTP)
 	if err != nil {
 		return nil, err
+	}
+	if opt.MTP && w.mtp == nil {
+		return nil, fmt.Errorf("model: %s has no MTP head to load (%s has no nextn_predict_layers)", f.Files[0].Path, c.Arch)
 	}
 	m := &Model{Cfg: *c, file: f, w: w, pool: pool, comm: comm, stage: opt.Stage, sh: sh, maxBatch: opt.MaxBatch}
 	if m.maxBatch <= 0 {
@@ -164,7 +171,11 @@ func New(f *gguf.Model, pool *kernels.Pool, opt Options) (*Model, error) {
 	m.rope = kernels.Rope{Dims: r.Dims, Base: r.Base, FreqScale: 1 / r.Factor, ExtFactor: r.ExtFactor,
 		AttnFactor: r.AttnFactor, BetaFast: r.BetaFast, BetaSlow: r.BetaSlow, OrigCtx: r.OrigCtx,
 		FreqFactors: w.ropeFreqs, NeoX: r.NeoX}
+	m.mtp = w.mtp
 	m.alloc()
+	if m.mtp != nil {
+		m.mtp.in = make([]float32, m.maxBatch*2*c.Embd)
+	}
 	m.attnFn = m.attention
 	m.dsaFn = m.dsaScore
 	m.ssmFn = m.deltaHeads
@@ -345,6 +356,13 @@ func KVBytes(cfg kvcache.Config) int64 {
 // MaxBatch at the same time: the collectives and stage transfers pair up
 // step by step.
 func (m *Model) Forward(cache *kvcache.Cache, b *Batch, logits []float32) error {
+	return m.ForwardHidden(cache, b, logits, nil)
+}
+
+// ForwardHidden is Forward that also writes, when hidden is not nil, the
+// final-normed hidden state (what the output head multiplies; an MTP head's
+// input) of each output token on the last stage: Cfg.Embd values each.
+func (m *Model) ForwardHidden(cache *kvcache.Cache, b *Batch, logits, hidden []float32) error {
 	n := len(b.Tokens)
 	if len(b.Pos) != n || len(b.Seq) != n || len(b.Output) != n {
 		return fmt.Errorf("%w: %d tokens but %d positions, %d sequence ids, %d output flags", ErrBadBatch, n, len(b.Pos), len(b.Seq), len(b.Output))
@@ -356,6 +374,10 @@ func (m *Model) Forward(cache *kvcache.Cache, b *Batch, logits []float32) error 
 	if want := b.Outputs() * V; len(logits) < want {
 		return fmt.Errorf("%w: logits buffer holds %d values, need %d", ErrBadBatch, len(logits), want)
 	}
+	E := m.Cfg.Embd
+	if want := b.Outputs() * E; hidden != nil && len(hidden) < want {
+		return fmt.Errorf("%w: hidden-state buffer holds %d values, need %d", ErrBadBatch, len(hidden), want)
+	}
 	out := 0
 	for start := 0; start < n; start += m.maxBatch {
 		end := min(start+m.maxBatch, n)
@@ -365,7 +387,11 @@ func (m *Model) Forward(cache *kvcache.Cache, b *Batch, logits []float32) error 
 		sub := &m.chunk
 		*sub = Batch{Tokens: b.Tokens[start:end], Pos: b.Pos[start:end], Seq: b.Seq[start:end], Output: b.Output[start:end]}
 		no := sub.Outputs()
-		if err := m.step(cache, sub, logits[out*V:(out+no)*V]); err != nil {
+		var hid []float32
+		if hidden != nil {
+			hid = hidden[out*E : (out+no)*E]
+		}
+		if err := m.step(cache, sub, logits[out*V:(out+no)*V], hid); err != nil {
 			return err
 		}
 		out += no
@@ -374,7 +400,7 @@ func (m *Model) Forward(cache *kvcache.Cache, b *Batch, logits []float32) error 
 }
 
 // step runs at most maxBatch tokens.
-func (m *Model) step(cache *kvcache.Cache, b *Batch, logits []float32) error {
+func (m *Model) step(cache *kvcache.Cache, b *Batch, logits, hidden []float32) error {
 	c, s := &m.Cfg, &m.s
 	n := len(b.Tokens)
 	if err := m.checkBatch(cache, b); err != nil {
@@ -439,6 +465,9 @@ func (m *Model) step(cache *kvcache.Cache, b *Batch, logits []float32) error {
 	}
 	if len(s.outRows) > 0 && m.w.output.Rows > 0 {
 		m.pool.MatMul(logits, &m.w.output, s.h, len(s.outRows))
+	}
+	if hidden != nil {
+		copy(hidden, s.h[:len(s.outRows)*E])
 	}
 	return m.commit(cache, b)
 }

@@ -17,12 +17,13 @@ type weights struct {
 	output     kernels.Matrix
 	ropeFreqs  []float32 // llama3 frequency factors, nil if absent
 	layers     []*Layer
+	mtp        *mtpHead // when asked for and present
 }
 
 // bindWeights binds the shard's slice of every weight. It returns the bytes
 // the rank keeps resident: the slices it reads from the mapped file or
 // copies, and its float32 norms and biases.
-func bindWeights(m *gguf.Model, c *Config, sh *Shard, dry bool) (*weights, int64, error) {
+func bindWeights(m *gguf.Model, c *Config, sh *Shard, dry, mtp bool) (*weights, int64, error) {
 	fam, ok := families[c.Arch]
 	if !ok {
 		return nil, 0, fmt.Errorf("model: architecture %q is not supported", c.Arch)
@@ -56,6 +57,9 @@ func bindWeights(m *gguf.Model, c *Config, sh *Shard, dry bool) (*weights, int64
 		if b.err == nil && (w.layers[i] == nil || w.layers[i].Mix == nil || w.layers[i].FFN == nil) {
 			b.fail("architecture %s bound no block for layer %d", c.Arch, sh.First+i)
 		}
+	}
+	if mtp && c.NextN > 0 && sh.LastStage(c) && b.err == nil {
+		w.mtp = bindMTP(b, fam, w)
 	}
 	if b.err != nil {
 		return nil, 0, fmt.Errorf("%w (in %s)", b.err, m.Files[0].Path)
@@ -92,6 +96,6 @@ func WeightBytes(m *gguf.Model, c *Config, sh *Shard) (int64, error) {
 		return 0, err
 	}
 	cc := *c
-	_, n, err := bindWeights(m, &cc, sh, true)
+	_, n, err := bindWeights(m, &cc, sh, true, false)
 	return n, err
 }

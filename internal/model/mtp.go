@@ -1,0 +1,143 @@
+package model
+
+import (
+	"fmt"
+
+	"braid/internal/gguf"
+	"braid/internal/kernels"
+	"braid/internal/kvcache"
+	"braid/internal/quant"
+)
+
+// The MTP (NextN) head some families append after the trunk (glm4moe,
+// qwen35, deepseek2-style GLM-4.7-Flash): a draft of the token after next,
+// for speculative decoding. For input token x_k at position k and the
+// trunk's final-normed hidden state h of position k-1 (zeros at k = 0):
+//
+//	z = eh_proj · concat(rms(embed(x_k))·enorm, rms(h)·hnorm)
+//	z = the NextN decoder block (its own KV cache)
+//	logits = head · rms(z)·shared_head_norm
+//
+// embed and head are nextn.embed_tokens / nextn.shared_head_head when the
+// file has them, else the trunk's token_embd and output.
+type mtpHead struct {
+	layer        int // the block's GGUF index (after the trunk)
+	embed        *gguf.Tensor
+	embedRow     int64
+	enorm, hnorm []float32
+	ehProj       kernels.Matrix // replicated: [2E -> E]
+	block        *Layer
+	headNorm     []float32
+	head         kernels.Matrix // this rank's vocabulary rows
+	in           []float32      // [MaxBatch x 2E] scratch
+}
+
+// bindMTP binds the first NextN block (the last stage only: it reads the
+// trunk's final state).
+func bindMTP(b *binder, fam *family, w *weights) *mtpHead {
+	c, sh := b.c, b.sh
+	l := c.Layers
+	h := &mtpHead{layer: l}
+	name := func(s string) string { return blk(l, "nextn."+s) }
+	if b.has(name("embed_tokens.weight")) {
+		h.embed = b.tensor(name("embed_tokens.weight"), false, c.Embd, c.Vocab)
+		if h.embed != nil {
+			b.bytes += h.embed.Size
+			h.embedRow, _ = h.embed.Type.RowBytes(int64(c.Embd))
+		}
+	} else {
+		h.embed, h.embedRow = w.embed, w.embedRow
+	}
+	h.enorm = b.norm(name("enorm.weight"), c.Embd)
+	h.hnorm = b.norm(name("hnorm.weight"), c.Embd)
+	h.ehProj = b.replicated(name("eh_proj.weight"), 2*c.Embd, c.Embd)
+	h.block = fam.layer(b, l)
+	h.headNorm = b.norm(name("shared_head_norm.weight"), c.Embd)
+	if b.has(name("shared_head_head.weight")) {
+		h.head = b.column(name("shared_head_head.weight"), c.Embd, c.Vocab, sh.VocabLo, sh.VocabHi)
+	} else {
+		h.head = w.output
+	}
+	return h
+}
+
+// HasMTP reports whether the model was loaded with its MTP head.
+func (m *Model) HasMTP() bool { return m.mtp != nil }
+
+// NewMTPCache makes the MTP block's own KV cache.
+func (m *Model) NewMTPCache(sz CacheSize) (*kvcache.Cache, error) {
+	if m.mtp == nil {
+		return nil, fmt.Errorf("model: no MTP head loaded (Options.MTP, on a model with nextn_predict_layers)")
+	}
+	const bs = 32
+	return kvcache.New(kvcache.Config{Layers: 1, KVDim: max(m.sh.KVHeads()*m.Cfg.HeadDim, 1), BlockSize: bs,
+		Blocks: (sz.Positions + bs - 1) / bs, F32: sz.F32})
+}
+
+// ForwardMTP runs the MTP head over b (at most MaxBatch tokens, positions
+// continuing cache, the MTP cache): b.Tokens[i] with hprev[i] (Cfg.Embd
+// values, the trunk's final-normed state of the position before), writing
+// the logits of the output tokens (this rank's vocabulary slice).
+func (m *Model) ForwardMTP(cache *kvcache.Cache, b *Batch, hprev, logits []float32) error {
+	h := m.mtp
+	if h == nil {
+		return fmt.Errorf("model: no MTP head loaded")
+	}
+	c, s := &m.Cfg, &m.s
+	n, E := len(b.Tokens), c.Embd
+	if n > m.maxBatch || len(b.Pos) != n || len(b.Seq) != n || len(b.Output) != n || len(hprev) < n*E {
+		return fmt.Errorf("%w: MTP batch of %d tokens (at most %d), %d positions, %d hidden values", ErrBadBatch, n, m.maxBatch, len(b.Pos), len(hprev))
+	}
+	if want := b.Outputs() * m.sh.Vocab(); len(logits) < want {
+		return fmt.Errorf("%w: logits buffer holds %d values, need %d", ErrBadBatch, len(logits), want)
+	}
+	if err := m.checkBatch(cache, b); err != nil {
+		return err
+	}
+	for i := 0; i < n; i++ {
+		if cache.Len(b.Seq[i]) == int(b.Pos[i]) {
+			last := b.Pos[i]
+			for j := i + 1; j < n; j++ {
+				if b.Seq[j] == b.Seq[i] {
+					last = b.Pos[j]
+				}
+			}
+			if err := cache.Reserve(b.Seq[i], int(last)+1); err != nil {
+				return fmt.Errorf("model: MTP cache for sequence %d: %w", b.Seq[i], err)
+			}
+		}
+	}
+	half := c.Rope.Dims / 2
+	for i, tok := range b.Tokens {
+		in := h.in[i*2*E : (i+1)*2*E]
+		row := h.embed.Data[int64(tok)*h.embedRow : int64(tok+1)*h.embedRow]
+		if err := quant.Dequantize(h.embed.Type, row, in[:E]); err != nil {
+			return fmt.Errorf("model: MTP embedding of token %d: %w", tok, err)
+		}
+		kernels.RMSNorm(in[:E], in[:E], h.enorm, c.NormEps)
+		kernels.RMSNorm(in[E:], hprev[i*E:(i+1)*E], h.hnorm, c.NormEps)
+		m.rope.CosSin(int(b.Pos[i]), s.cos[i*half:(i+1)*half], s.sin[i*half:(i+1)*half])
+	}
+	m.pool.MatMul(s.x[:n*E], &h.ehProj, h.in[:n*2*E], n)
+	// The block's cache is layer 0 of the MTP cache: run it as if this
+	// shard started at the block.
+	first := m.sh.First
+	m.sh.First = h.layer
+	m.cur.cache, m.cur.n, m.cur.batch = cache, n, b
+	err := m.runLayer(cache, b, h.layer, h.block)
+	m.sh.First = first
+	if err != nil {
+		return err
+	}
+	out := 0
+	for i, o := range b.Output {
+		if o {
+			kernels.RMSNorm(s.h[out*E:(out+1)*E], s.x[i*E:(i+1)*E], h.headNorm, c.NormEps)
+			out++
+		}
+	}
+	if out > 0 && h.head.Rows > 0 {
+		m.pool.MatMul(logits, &h.head, s.h, out)
+	}
+	return m.commit(cache, b)
+}
