@@ -639,3 +639,31 @@ func (g *Grammar) displayName(r int32) string {
 	}
 	return name
 }
+
+// Embed returns an expression that matches the sentences of a compiled
+// grammar, for use in a larger grammar being built: g's rules are copied
+// into b under fresh names.
+func (b *Builder) Embed(g *Grammar) *Node {
+	names := make([]string, len(g.rules))
+	for r := range g.rules {
+		names[r] = b.Fresh("embed-" + sanitize(g.names[r]))
+		b.Rule(names[r])
+	}
+	for r, alts := range g.rules {
+		choices := make([]*Node, len(alts))
+		for i, p := range alts {
+			var seq []*Node
+			for ; g.elems[p].kind != kEnd; p++ {
+				e := g.elems[p]
+				if e.kind == kSet {
+					seq = append(seq, &Node{op: opBytes, set: g.sets[e.arg]})
+				} else {
+					seq = append(seq, b.Ref(names[e.arg]))
+				}
+			}
+			choices[i] = Seq(seq...)
+		}
+		b.Define(names[r], Alt(choices...))
+	}
+	return b.Ref(names[g.root])
+}

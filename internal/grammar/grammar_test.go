@@ -166,3 +166,18 @@ func TestClassUTF8(t *testing.T) {
 		}
 	}
 }
+
+func TestEmbed(t *testing.T) {
+	inner := mustGBNF(t, jsonGBNF)
+	b := NewBuilder()
+	b.Define("root", Seq(Lit("<a>"), b.Embed(inner), Lit("</a>")))
+	g, err := b.Build("root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s, want := range map[string]bool{`<a>{"x": [1, 2]}</a>`: true, `<a>"s"</a>`: true, `<a>{</a>`: false, `{}`: false} {
+		if g.Accepts(s) != want {
+			t.Errorf("%q: got %v", s, !want)
+		}
+	}
+}

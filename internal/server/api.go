@@ -97,6 +97,11 @@ type samplingRequest struct {
 	// IgnoreEOS (llama-server and vLLM's extension) generates through
 	// end-of-generation tokens, for benchmarks with fixed output lengths.
 	IgnoreEOS bool `json:"ignore_eos"`
+	// ResponseFormat (OpenAI's), JSONSchema and Grammar (llama-server's:
+	// a JSON Schema, a GBNF text) constrain the output while sampling.
+	ResponseFormat *responseFormat `json:"response_format"`
+	JSONSchema     json.RawMessage `json:"json_schema"`
+	Grammar        *string         `json:"grammar"`
 }
 
 // chatRequest is the body of POST /v1/chat/completions.

@@ -20,6 +20,9 @@ func FuzzParseRequest(f *testing.F) {
 		`{"model":"m","messages":[],"reasoning_effort":"high","reasoning_format":"none","chat_template_kwargs":{"enable_thinking":false}}`,
 		`{"reasoning_effort":"max","chat_template_kwargs":{"reasoning_effort":1,"messages":null}}`,
 		`[1]`, `{"max_tokens":"x"}`, "{\"prompt\":\"\xff\"}", `{"temperature":1e400}`,
+		`{"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"a","schema":{"type":"object","properties":{"a":{"type":"integer","maximum":3}},"required":["a"]}}}}`,
+		`{"model":"m","prompt":"x","grammar":"root ::= [a-z]+ \"!\"","response_format":{"type":"json_object"}}`,
+		`{"model":"m","prompt":"x","json_schema":{"enum":[1,"a"]},"response_format":{"type":"text"}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -36,6 +39,13 @@ func FuzzParseRequest(f *testing.F) {
 			}
 			if _, e := c.splitReasoning(); e != nil && e.Status != 400 {
 				t.Fatalf("splitReasoning: status %d", e.Status)
+			}
+			if spec, e := c.outputConstraint(); e != nil && e.Status != 400 {
+				t.Fatalf("outputConstraint: status %d", e.Status)
+			} else if spec != nil && len(spec.text) < 2000 {
+				if _, e := spec.compile(); e != nil && (e.Status != 400 || e.Param == "") {
+					t.Fatalf("compile: status %d, param %q", e.Status, e.Param)
+				}
 			}
 			if e := checkMessages(c.Messages); e == nil {
 				for _, m := range c.Messages {

@@ -220,7 +220,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, b *Backend, j *job,
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	st, err := b.Sched.Submit(ctx, engine.Job{Prompt: j.prompt, MaxTokens: maxTok, Sampler: smp, TopLogprobs: j.topLogprobs, IgnoreEOG: j.ignoreEOS})
+	st, err := b.Sched.Submit(ctx, engine.Job{Prompt: j.prompt, MaxTokens: maxTok, Sampler: smp, TopLogprobs: j.topLogprobs, IgnoreEOG: j.ignoreEOS, Constraint: j.constraint})
 	if err != nil {
 		if errors.Is(err, engine.ErrQueueFull) {
 			writeError(w, &apiError{Status: http.StatusTooManyRequests, Type: "rate_limit_exceeded", Code: "queue_full",

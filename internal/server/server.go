@@ -56,6 +56,8 @@ type Backend struct {
 	// render are the control tokens that chat replies write out although
 	// the detokenizer drops control tokens: the reasoning format's tags.
 	render map[int32]bool
+	// vocabs are the vocabularies and guides of constrained decoding.
+	vocabs vocabs
 }
 
 // Server handles the HTTP API. It can answer before the model is loaded
@@ -91,6 +93,7 @@ func (s *Server) SetReady(b *Backend) {
 	}
 	b.reasoning = chat.DetectReasoning(b.Template.Source())
 	b.render = b.reasoning.ControlTags(b.Tok)
+	b.vocabs.guides = newGuideCache(64)
 	s.cfg.Logf("reasoning format from the chat template: %s (%d control tokens written out for it)", b.reasoning, len(b.render))
 	s.mu.Lock()
 	s.backend, s.notReady = b, ""
@@ -296,6 +299,8 @@ type job struct {
 	render map[int32]bool
 	// reasoning splits a chat reply; nil sends all text as content.
 	reasoning *chat.ReasoningParser
+	// constraint limits the output to a grammar; nil when free.
+	constraint engine.Constraint
 }
 
 // readRequest does what both generation endpoints check first: the method,
@@ -340,6 +345,11 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	split, e := req.splitReasoning()
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	spec, e := req.outputConstraint()
 	if e != nil {
 		writeError(w, e)
 		return
@@ -391,6 +401,15 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	if split && b.reasoning != chat.ReasoningNone {
 		j.reasoning = chat.NewReasoningParser(b.reasoning, text)
 	}
+	if spec != nil {
+		opened := strings.HasSuffix(strings.TrimRight(text, " \t\r\n"), "<think>")
+		gd, e := b.specGuide(spec, true, b.reasoning, opened)
+		if e != nil {
+			writeError(w, e)
+			return
+		}
+		j.constraint = gd.NewConstraint()
+	}
 	j.usageChunk = req.StreamOptions != nil && req.StreamOptions.IncludeUsage
 	s.run(w, r, b, j, params, maxTok, start)
 }
@@ -413,6 +432,11 @@ func (s *Server) handleCompletion(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.Suffix != nil && *req.Suffix != "" {
 		writeError(w, badRequest("suffix", "suffix is not supported"))
+		return
+	}
+	spec, e := req.outputConstraint()
+	if e != nil {
+		writeError(w, e)
 		return
 	}
 	top := -1
@@ -438,6 +462,14 @@ func (s *Server) handleCompletion(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	j := &job{model: req.Model, prompt: ids, stream: req.Stream, stops: req.Stop, topLogprobs: top, ignoreEOS: req.IgnoreEOS}
+	if spec != nil {
+		gd, e := b.specGuide(spec, false, chat.ReasoningNone, false)
+		if e != nil {
+			writeError(w, e)
+			return
+		}
+		j.constraint = gd.NewConstraint()
+	}
 	j.usageChunk = req.StreamOptions != nil && req.StreamOptions.IncludeUsage
 	s.run(w, r, b, j, params, maxTok, start)
 }
