@@ -12,9 +12,8 @@ import (
 
 	"braid/internal/gguf"
 	"braid/internal/quant"
+	"braid/internal/sharedtest"
 )
-
-const sharedModels = "../../../shared/testdata/models/"
 
 // sharedShapes are the shapes of the llama.cpp-made tiny models of the
 // shared test data (see each folder's README.md), as Configs.
@@ -48,9 +47,9 @@ func TestFamiliesMatchLlamaCpp(t *testing.T) {
 	for _, arch := range []string{"deepseek2", "glm-dsa", "glm4moe", "qwen35", "qwen35moe"} {
 		for _, mix := range []string{"F32", "Q8_0"} {
 			t.Run(arch+"-"+mix, func(t *testing.T) {
-				ref, err := gguf.Open(sharedModels + arch + "/tiny-" + arch + "-" + mix + ".gguf")
+				ref, err := gguf.Open(sharedtest.Path("models", arch, "tiny-"+arch+"-"+mix+".gguf"))
 				if errors.Is(err, fs.ErrNotExist) {
-					t.Skipf("shared test data not available: %v", err)
+					sharedtest.Missing(t, "shared test data not available: %v", err)
 				}
 				if err != nil {
 					t.Fatal(err)
