@@ -75,6 +75,9 @@ type Model struct {
 	sh    Shard
 	rope  kernels.Rope
 	mtp   *mtpHead // nil unless loaded
+	// denseDSA runs a DSA model's attention over every position while its
+	// indexer still selects (benchmarks compare the two).
+	denseDSA bool
 
 	maxBatch int
 	s        scratch

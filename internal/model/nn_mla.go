@@ -157,7 +157,7 @@ func (at *MLA) mix(m *Model, cache *kvcache.Cache, b *Batch, l int, h, out []flo
 			copy(q[L:], ms.qfull[(i*nh+hh)*qk+a.Nope:(i*nh+hh+1)*qk])
 		}
 	}
-	m.cur.layer, m.cur.window, m.cur.sinks, m.cur.scale, m.cur.sparse = cl, 0, nil, a.Scale, at.sparse
+	m.cur.layer, m.cur.window, m.cur.sinks, m.cur.scale, m.cur.sparse = cl, 0, nil, a.Scale, at.sparse && !m.denseDSA
 	m.growScores(b)
 	m.pool.For(len(s.slots), m.attnFn)
 	// s.att holds each head's Σ p·c (KVLora wide); v_b makes it a value.
