@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# One model, every way this project quotes it, A/B interleaved round by
+# round so the shared machine's drift hits every configuration alike:
+#
+#   braid single node at 1 and 2 threads   vs   llama-bench at 1 and 2 threads
+#   braid tensor split over 2 ranks of 1 thread (coordinator + one worker)
+#
+# and, per round, the ratios braid/llama.cpp (same threads) and tensor
+# split/single node (same total threads); then medians with their range.
+# Needs an existing llama.cpp build (never built here):
+#
+#   LLAMA_CPP_BIN=/path/to/llama.cpp/build/bin MODEL=/dev/shm/model.gguf ROUNDS=5 scripts/bench-model.sh
+#
+# Put the GGUF on tmpfs (/dev/shm) so that neither engine's weights can be
+# paged out mid-run. Env: P (prompt tokens, 128), N (generated, 32), ROUNDS
+# (5), SPLIT (1: also the 2-rank tensor split; 0: skip), BRAID (./bin/braid).
+set -euo pipefail
+: "${LLAMA_CPP_BIN:?set LLAMA_CPP_BIN to the bin directory of a llama.cpp build}"
+MODEL=${MODEL:?set MODEL to a GGUF, preferably on tmpfs}
+ROUNDS=${ROUNDS:-5} P=${P:-128} N=${N:-32} SPLIT=${SPLIT:-1}
+cd "$(dirname "$0")/.."
+BRAID=${BRAID:-./bin/braid}
+[ -x "$BRAID" ] || go build -buildvcs=true -o "$BRAID" ./cmd/braid
+out=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT
+if [ "$SPLIT" = 1 ]; then
+	"$BRAID" worker --listen 127.0.0.1:50191 -t 1 >"$out/worker.log" 2>&1 &
+	pids+=($!)
+	sleep 2
+fi
+export LD_LIBRARY_PATH="$LLAMA_CPP_BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+for r in $(seq 1 "$ROUNDS"); do
+	for t in 1 2; do
+		/usr/bin/time -f %M -o "$out/braid.t$t.$r.rss" "$BRAID" bench -m "$MODEL" -p "$P" -n "$N" -r 1 -t "$t" --json >"$out/braid.t$t.$r.json" 2>>"$out/braid.log"
+		/usr/bin/time -f %M -o "$out/llama.t$t.$r.rss" "$LLAMA_CPP_BIN/llama-bench" -m "$MODEL" -p "$P" -n "$N" -r 1 -t "$t" -o json >"$out/llama.t$t.$r.json" 2>>"$out/llama.log"
+	done
+	if [ "$SPLIT" = 1 ]; then
+		"$BRAID" bench -m "$MODEL" -p "$P" -n "$N" -r 1 -t 1 --workers 127.0.0.1:50191 --split tensor --json >"$out/split.$r.json" 2>>"$out/split.log"
+	fi
+	echo "round $r done" >&2
+done
+# llama.cpp's CPU feature line (llama-bench does not print it; the server
+# does at log level 4).
+timeout 60 "$LLAMA_CPP_BIN/llama-server" -m "$MODEL" --port 50199 -lv 4 2>&1 | grep -m1 "system_info" >&2 || true
+python3 - "$out" "$ROUNDS" "$SPLIT" <<'PY'
+import json, statistics, sys, glob
+out, rounds, split = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+def braid(name, r):
+    d = json.load(open(f"{out}/{name}.{r}.json"))[0]
+    return d["prefill_tps_median"], d["decode_tps_median"]
+def llama(t, r):
+    runs = json.load(open(f"{out}/llama.t{t}.{r}.json"))
+    pp = [x["avg_ts"] for x in runs if x["n_prompt"] > 0 and x["n_gen"] == 0]
+    tg = [x["avg_ts"] for x in runs if x["n_gen"] > 0 and x["n_prompt"] == 0]
+    return pp[0], tg[0]
+def rss(name, r):
+    return int(open(f"{out}/{name}.{r}.rss").read().split()[-1]) / 1024
+def show(label, xs, unit=""):
+    print(f"| {label} | {statistics.median(xs):.2f}{unit} [{min(xs):.2f}-{max(xs):.2f}] |")
+print("| figure | median [range] over %d rounds |" % rounds)
+print("|---|---|")
+for t in (1, 2):
+    b = [braid(f"braid.t{t}", r) for r in range(1, rounds + 1)]
+    l = [llama(t, r) for r in range(1, rounds + 1)]
+    for i, what in ((0, "prefill"), (1, "decode")):
+        show(f"braid {what} tok/s, {t} thread(s)", [x[i] for x in b])
+        show(f"llama.cpp {what} tok/s, {t} thread(s)", [x[i] for x in l])
+        show(f"braid/llama.cpp {what}, {t} thread(s) (ratio per round)", [b[k][i] / l[k][i] for k in range(rounds)], "x")
+    show(f"braid peak RSS MiB, {t} thread(s)", [rss(f"braid.t{t}", r) for r in range(1, rounds + 1)])
+    show(f"llama.cpp peak RSS MiB, {t} thread(s)", [rss(f"llama.t{t}", r) for r in range(1, rounds + 1)])
+if split:
+    s = [braid("split", r) for r in range(1, rounds + 1)]
+    one = [braid("braid.t2", r) for r in range(1, rounds + 1)]
+    for i, what in ((0, "prefill"), (1, "decode")):
+        show(f"braid tensor split 2x1 thread {what} tok/s", [x[i] for x in s])
+        show(f"tensor split / single node 2 threads, {what} (ratio per round)", [s[k][i] / one[k][i] for k in range(rounds)], "x")
+PY
+echo "raw results: $out" >&2
