@@ -31,7 +31,7 @@ type clusterFlags struct {
 }
 
 func (f *clusterFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.workers, "workers", "", "run across `braid worker`s: HOST:PORT,... in rank order after this node (rank 0)")
+	fs.StringVar(&f.workers, "workers", "", "run across braid workers: HOST:PORT,... in rank order after this node (rank 0)")
 	fs.StringVar(&f.split, "split", "", "with --workers: tensor | layer | tensor=T,layer=L (default layer)")
 	fs.StringVar(&f.tensorSplit, "tensor-split", "", "with --workers: weights per rank in rank order, this node first, e.g. 2,1,1")
 	fs.StringVar(&f.file, "cluster", "", "cluster file (TOML): ranks, addresses per pair, split, secret (instead of --workers)")
@@ -139,6 +139,9 @@ func loadBackend(mf *modelFlags, cf *clusterFlags, seqs int, stderr io.Writer) (
 	if mf.threads <= 0 {
 		return nil, usagef("-t %d: need at least one thread", mf.threads)
 	}
+	if err := mf.checkSizes(); err != nil {
+		return nil, err
+	}
 	cfg.Threads, cfg.MaxBatch, cfg.Ctx, cfg.Parallel, cfg.KVF32 = mf.threads, mf.batch, mf.ctx, max(seqs, 1), mf.kvF32
 	cfg.Progress = stderr
 	cfg.Hub = mf.hubModel()
@@ -153,6 +156,7 @@ func loadBackend(mf *modelFlags, cf *clusterFlags, seqs int, stderr io.Writer) (
 		return nil, err
 	}
 	p := c.Plan()
+	warnContext(c.File(), p.Ctx, mf.batch, stderr)
 	fmt.Fprintf(stderr, "braid: %d ranks, split %s (%s)\n", len(p.Ranks), p.Mode, p.SplitBy)
 	return &loaded{file: c.File(), ctx: p.Ctx, backend: c, cl: c, undo: undo}, nil
 }

@@ -21,7 +21,8 @@ func init() {
 }
 
 func runInspect(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("inspect", "MODEL.gguf [--tensor NAME --out FILE] [-c CTX]", stderr)
+	fs := newFlags("inspect", "MODEL.gguf | -m MODEL [--tensor NAME --out FILE] [-c CTX]", stderr)
+	model := fs.String("m", "", "model file (or give it as the argument), or ORG/NAME[:QUANT] from the Hugging Face hub cache")
 	tensor := fs.String("tensor", "", "dequantize this tensor to little-endian float32, row-major")
 	out := fs.String("out", "", "file to write the --tensor values to")
 	ctx := fs.Int("c", 0, "context length for the memory estimate (default: the model's, at most 4096)")
@@ -30,8 +31,11 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if *model != "" {
+		pos = append([]string{*model}, pos...)
+	}
 	if len(pos) != 1 {
-		return usagef("want exactly one model file, got %d arguments", len(pos))
+		return usagef("want exactly one model file (-m MODEL or the argument), got %d", len(pos))
 	}
 	if (*tensor == "") != (*out == "") {
 		return usagef("--tensor and --out go together")

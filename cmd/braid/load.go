@@ -93,6 +93,9 @@ func loadModel(f *modelFlags, seqs int, stderr io.Writer) (*loaded, error) {
 	if f.threads <= 0 {
 		return nil, usagef("-t %d: need at least one thread", f.threads)
 	}
+	if err := f.checkSizes(); err != nil {
+		return nil, err
+	}
 	if err := f.resolve(stderr); err != nil {
 		return nil, err
 	}
@@ -107,6 +110,7 @@ func loadModel(f *modelFlags, seqs int, stderr io.Writer) (*loaded, error) {
 			f.path, sysinfo.FormatBytes(uint64(est.total())), sysinfo.FormatBytes(uint64(est.weights)), sysinfo.FormatBytes(uint64(est.kv)),
 			est.ctx, sysinfo.FormatBytes(uint64(est.scratch)), sysinfo.FormatBytes(mem.Usable()))
 	}
+	warnContext(file, est.ctx, f.batch, stderr)
 	prefault(file, stderr)
 	pool := kernels.NewPool(f.threads)
 	m, err := model.New(file, pool, model.Options{MaxBatch: f.batch})

@@ -32,6 +32,10 @@ func main() {
 
 // runMain is main without the exit, so tests can drive the CLI in-process.
 func runMain(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version" || args[0] == "-v") {
+		fmt.Fprint(stdout, versionText())
+		return 0
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(stderr)
 		if len(args) == 0 {
@@ -81,7 +85,22 @@ func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format
 // parseInterspersed parses flags that may come before, between or after the
 // positional arguments (`braid inspect MODEL --tensor X`), as users of
 // llama.cpp's tools expect; "--" ends the flags.
+//
+// It also gives the flags their llama.cpp long names (addLongNames) and
+// refuses positional words where the command takes none (noArgs).
 func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	addLongNames(fs)
+	pos, err := parseWords(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	if err := noArgs(fs, pos); err != nil {
+		return nil, err
+	}
+	return pos, nil
+}
+
+func parseWords(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -109,7 +128,7 @@ func newFlags(name, synopsis string, w io.Writer) *flag.FlagSet {
 	fs.SetOutput(w)
 	fs.Usage = func() {
 		fmt.Fprintf(w, "usage: braid %s %s\n", name, synopsis)
-		fs.PrintDefaults()
+		printFlags(w, fs)
 	}
 	return fs
 }

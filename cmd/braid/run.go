@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"strings"
+	"time"
 
 	"braid/internal/chat"
 	"braid/internal/engine"
@@ -19,33 +21,38 @@ func init() {
 }
 
 func runRun(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("run", "-m MODEL -p TEXT [-n N] [--chat [--system TEXT] [--hide-reasoning] [--reasoning-format auto|none] [--reasoning-effort E]] [--temp T] [--top-k K] [--top-p P] [--seed S] [-c CTX] [-t THREADS]", stderr)
+	fs := newFlags("run", "-m MODEL (-p TEXT | -f FILE) [-n N] [--chat [--system TEXT] [--hide-reasoning] [--reasoning-format auto|none] [--reasoning-effort E]] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S] [-c CTX] [-t THREADS]", stderr)
 	var mf modelFlags
 	mf.register(fs)
 	var cf clusterFlags
 	cf.register(fs)
-	prompt := fs.String("p", "", "prompt text")
-	n := fs.Int("n", 128, "most tokens to generate")
+	prompt := fs.String("p", "", "prompt `text` (\"\" starts from the beginning-of-sequence token)")
+	promptFile := fs.String("f", "", "read the prompt from this `file`")
+	n := fs.Int("n", 128, "most tokens to generate; -1: until the end of generation or a full context")
 	useChat := fs.Bool("chat", false, "wrap the prompt as a user message in the model's chat template")
 	system := fs.String("system", "", "system message (with --chat)")
 	hideReasoning := fs.Bool("hide-reasoning", false, "with --chat, print only the answer, not the model's reasoning")
 	reasoningFormat := fs.String("reasoning-format", "auto", "with --chat: auto shows reasoning apart from the answer; none prints the raw text")
 	reasoningEffort := fs.String("reasoning-effort", "", "with --chat: low, medium or high, passed to the chat template (gpt-oss reads it)")
 	def := sample.DefaultParams()
-	temp := fs.Float64("temp", float64(def.Temperature), "temperature; 0 = greedy")
+	temp := fs.Float64("temp", float32Default(def.Temperature), "temperature; 0 = greedy")
 	topK := fs.Int("top-k", def.TopK, "top-k; 0 = off")
-	topP := fs.Float64("top-p", float64(def.TopP), "top-p; 1 = off")
-	minP := fs.Float64("min-p", float64(def.MinP), "min-p; 0 = off")
+	topP := fs.Float64("top-p", float32Default(def.TopP), "top-p; 1 = off")
+	minP := fs.Float64("min-p", float32Default(def.MinP), "min-p; 0 = off")
 	repeat := fs.Float64("repeat-penalty", 1, "repetition penalty; 1 = off")
-	seed := fs.Uint64("seed", 0, "sampling seed (same seed, same output)")
+	seed := seedFlag(fs)
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return err
 	}
-	if *prompt == "" {
-		return usagef("-p TEXT is required")
+	text, err := readPrompt(fs, *prompt, *promptFile)
+	if err != nil {
+		return err
 	}
-	if *n < 0 {
-		return usagef("-n %d: must not be negative", *n)
+	if *n < -1 {
+		return usagef("-n %d: give a number of tokens, or -1 for no limit but the context", *n)
+	}
+	if *system != "" && !*useChat {
+		return usagef("--system needs --chat (the system message goes into the model's chat template)")
 	}
 	if *reasoningFormat != "auto" && *reasoningFormat != "none" {
 		return usagef("--reasoning-format %q: must be auto or none", *reasoningFormat)
@@ -57,9 +64,12 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	}
 	params := def
 	params.Temperature, params.TopK, params.TopP, params.MinP = float32(*temp), *topK, float32(*topP), float32(*minP)
-	params.RepeatPenalty, params.Seed = float32(*repeat), *seed
+	params.RepeatPenalty, params.Seed = float32(*repeat), seed.value()
 	if params.RepeatPenalty != 1 {
 		params.RepeatLastN = 64
+	}
+	if err := params.Validate(); err != nil {
+		return usageError{err}
 	}
 	l, err := loadBackend(&mf, &cf, 1, stderr)
 	if err != nil {
@@ -70,13 +80,12 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	text := *prompt
 	dec := tok.NewDecoder()
 	out := &chatPrinter{w: stdout}
 	var render map[int32]bool
 	if *useChat {
 		var tmpl *chat.Template
-		if text, tmpl, err = renderChat(l, tok, *system, *prompt, *reasoningEffort, stderr); err != nil {
+		if text, tmpl, err = renderChat(l, tok, *system, text, *reasoningEffort, stderr); err != nil {
 			return err
 		}
 		// The format's tags are written out even as raw text: without
@@ -89,15 +98,31 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	ids := tok.Encode(text, true, *useChat)
+	if len(ids) == 0 {
+		// llama.cpp starts an empty prompt from the BOS token.
+		if tok.BOS() < 0 {
+			return usagef("the prompt is empty and the model has no beginning-of-sequence token to start from")
+		}
+		ids = []int32{tok.BOS()}
+	}
+	maxTok, err := generationLimit(*n, len(ids), l.ctx, stderr)
+	if err != nil {
+		return err
+	}
 	smp, err := sample.New(params, l.backend.Vocab())
 	if err != nil {
 		return err
 	}
+	if params.Temperature > 0 {
+		fmt.Fprintf(stderr, "braid: seed %d (--seed %d repeats this run)\n", params.Seed, params.Seed)
+	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()
+	var tm tokenTimes
 	st, err := l.generate(ctx, engine.Request{
-		Prompt: ids, MaxTokens: *n, Context: l.ctx, Sampler: smp, Stop: tok.IsEOG,
+		Prompt: ids, MaxTokens: maxTok, Context: l.ctx, Sampler: smp, Stop: tok.IsEOG,
 		Emit: func(id int32) error {
+			tm.mark()
 			dec.RenderSpecial = render[id]
 			return out.write(dec.Add(id))
 		},
@@ -105,9 +130,62 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	out.write(dec.Flush())
 	out.close()
 	fmt.Fprintln(stdout)
+	if err == nil && st.GenTokens == maxTok && len(ids)+st.GenTokens >= l.ctx {
+		fmt.Fprintf(stderr, "braid: stopped at a full context: %d prompt + %d generated tokens = %d (-c)\n", len(ids), st.GenTokens, l.ctx)
+	}
 	fmt.Fprintf(stderr, "prompt %d tokens, %.1f tok/s | generated %d tokens, %.1f tok/s | time to first token %.0f ms\n",
-		st.PromptTokens, st.PrefillTPS(), st.GenTokens, st.DecodeTPS(), float64(st.TTFT.Microseconds())/1000)
+		st.PromptTokens, st.PrefillTPS(), st.GenTokens, tm.rate(st), float64(st.TTFT.Microseconds())/1000)
+	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		return fmt.Errorf("interrupted after %d tokens", st.GenTokens)
+	}
 	return err
+}
+
+// generationLimit turns -n into the most tokens to generate after a prompt
+// of p tokens in a context of ctx: -1 is whatever the context leaves; more
+// than it leaves is said, with the numbers, and cut to fit.
+func generationLimit(n, p, ctx int, stderr io.Writer) (int, error) {
+	room := ctx - p
+	if room <= 0 {
+		return 0, fmt.Errorf("the prompt has %d tokens but the context holds %d (-c): no room to generate", p, ctx)
+	}
+	if n < 0 {
+		return room, nil
+	}
+	if n > room {
+		fmt.Fprintf(stderr, "braid: -n %d does not fit: the context holds %d tokens (-c) and the prompt takes %d; generating at most %d\n", n, ctx, p, room)
+		return room, nil
+	}
+	return n, nil
+}
+
+// tokenTimes remembers when the first and the last token came, for a
+// decode rate that holds when the generation ended early (interrupted,
+// failed): the engine's own figure only counts a generation that finished.
+type tokenTimes struct {
+	n           int
+	first, last time.Time
+}
+
+func (t *tokenTimes) mark() {
+	now := time.Now()
+	if t.n == 0 {
+		t.first = now
+	}
+	t.last = now
+	t.n++
+}
+
+// rate is the decode rate: the engine's, or from the marks when it has
+// none.
+func (t *tokenTimes) rate(st engine.Stats) float64 {
+	if r := st.DecodeTPS(); r > 0 {
+		return r
+	}
+	if d := t.last.Sub(t.first); t.n > 1 && d > 0 {
+		return float64(t.n-1) / d.Seconds()
+	}
+	return 0
 }
 
 // renderChat wraps the prompt in the model's chat template, or ChatML (said

@@ -31,6 +31,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	var cf clusterFlags
 	cf.register(fs)
 	listen := fs.String("listen", "127.0.0.1:8080", "address to listen on (port 0 picks a free one; the address is logged)")
+	hp := hostPortFlags(fs)
 	parallel := fs.Int("parallel", 8, "sequences decoded together; each gets the full context")
 	queue := fs.Int("queue", 0, "requests waiting beyond --parallel before 429 (default 16 x parallel)")
 	keyFile := fs.String("api-key-file", "", "file with the accepted API keys, one per line; without it no key is needed")
@@ -43,6 +44,11 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return err
 	}
+	addr, err := hp.addr(fs, *listen)
+	if err != nil {
+		return err
+	}
+	*listen = addr
 	stopProfile, err := startCPUProfile(*cpuProfile)
 	if err != nil {
 		return err
