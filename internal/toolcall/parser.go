@@ -165,31 +165,56 @@ func (p *Parser) scan(final bool) bool {
 }
 
 // regionEnd is where the call starting the buffer ends (just past it), or
-// -1 while it may go on.
+// -1 while it may go on. JSON arguments are skipped as JSON, so a tag
+// written inside one of their strings does not end the call.
 func (p *Parser) regionEnd() int {
 	b := p.buf
 	switch p.f {
 	case Hermes, QwenXML, GLM:
-		end := strings.Index(b, tagToolCallEnd)
-		next := strings.Index(b[len(tagToolCall):], tagToolCall)
-		if next >= 0 && (end < 0 || next+len(tagToolCall) < end) {
-			return next + len(tagToolCall) // unclosed: the next call begins
+		from := len(tagToolCall)
+		if i := skipSpaces(b, from); i < len(b) && b[i] == '{' {
+			n := skipJSON(b[i:])
+			if n == -1 {
+				return -1
+			}
+			if n > 0 {
+				from = i + n
+			}
+		}
+		end := indexFrom(b, tagToolCallEnd, from)
+		next := indexFrom(b, tagToolCall, from)
+		if next >= 0 && (end < 0 || next < end) {
+			return next // unclosed: the next call begins
 		}
 		if end >= 0 {
 			return end + len(tagToolCallEnd)
 		}
 	case Mistral:
-		if i := strings.Index(b[len(tagMistralCalls):], tagMistralCalls); i >= 0 {
-			return i + len(tagMistralCalls)
+		i := skipSpaces(b, len(tagMistralCalls))
+		if i < len(b) && b[i] == '[' && !strings.HasPrefix(b[i:], tagMistralArgs) && !strings.HasPrefix(tagMistralArgs, b[i:]) {
+			if n := skipJSON(b[i:]); n != -1 {
+				if n < 0 {
+					return len(b) // not JSON: the rest is text
+				}
+				return i + n
+			}
+			return -1
+		}
+		next := indexFrom(b, tagMistralCalls, len(tagMistralCalls))
+		a := indexFrom(b, tagMistralArgs, 0)
+		if a >= 0 && (next < 0 || a < next) {
+			j := skipSpaces(b, a+len(tagMistralArgs))
+			if n := skipJSON(b[j:]); n >= 0 {
+				return j + n
+			} else if n == -1 {
+				return -1
+			}
+		}
+		if next >= 0 {
+			return next
 		}
 	case DeepSeek:
-		if strings.HasPrefix(b, tagDSCallsBegin) {
-			if i := strings.Index(b, tagDSCallsEnd); i >= 0 {
-				return i + len(tagDSCallsEnd)
-			}
-		} else if i := strings.Index(b, tagDSCallEnd); i >= 0 {
-			return i + len(tagDSCallEnd)
-		}
+		return p.deepseekEnd(b)
 	case Harmony:
 		m := strings.Index(b, tagHMessage)
 		if m < 0 {
@@ -199,6 +224,25 @@ func (p *Parser) regionEnd() int {
 			return -1
 		}
 		body := m + len(tagHMessage)
+		if j := skipSpaces(b, body); j < len(b) && (b[j] == '{' || b[j] == '[') {
+			n := skipJSON(b[j:])
+			if n == -1 {
+				return -1
+			}
+			if n > 0 {
+				end := j + n
+				k := skipSpaces(b, end)
+				for _, tag := range []string{tagHCall, tagHEnd, tagHReturn} {
+					if strings.HasPrefix(b[k:], tag) {
+						return k + len(tag)
+					}
+					if strings.HasPrefix(tag, b[k:]) {
+						return -1 // the closing tag may be arriving
+					}
+				}
+				return end
+			}
+		}
 		at, tag := firstOf(b[body:], []string{tagHCall, tagHEnd, tagHReturn, tagHStart})
 		switch {
 		case at < 0:
@@ -207,6 +251,122 @@ func (p *Parser) regionEnd() int {
 			return body + at
 		}
 		return body + at + len(tag)
+	}
+	return -1
+}
+
+// deepseekEnd walks the calls of a DeepSeek region.
+func (p *Parser) deepseekEnd(b string) int {
+	i := 0
+	lone := !strings.HasPrefix(b, tagDSCallsBegin)
+	if !lone {
+		i = len(tagDSCallsBegin)
+	}
+	for {
+		i = skipSpaces(b, i)
+		if !lone && strings.HasPrefix(b[i:], tagDSCallsEnd) {
+			return i + len(tagDSCallsEnd)
+		}
+		if !strings.HasPrefix(b[i:], tagDSCallBegin) {
+			if i == len(b) || strings.HasPrefix(tagDSCallBegin, b[i:]) || strings.HasPrefix(tagDSCallsEnd, b[i:]) {
+				return -1
+			}
+			return i // something else: the region ends here
+		}
+		sep := indexFrom(b, tagDSSep, i)
+		if sep < 0 {
+			return -1
+		}
+		j := sep + len(tagDSSep)
+		if strings.TrimSpace(b[i+len(tagDSCallBegin):sep]) == "function" {
+			// NAME\n```json\n
+			nl := indexFrom(b, "\n", j)
+			if nl < 0 {
+				return -1
+			}
+			j = skipSpaces(b, nl)
+			if strings.HasPrefix(b[j:], "```json") {
+				j += len("```json")
+			} else if strings.HasPrefix("```json", b[j:]) {
+				return -1
+			}
+		}
+		j = skipSpaces(b, j)
+		if n := skipJSON(b[j:]); n == -1 {
+			return -1
+		} else if n > 0 {
+			j += n
+		}
+		end := indexFrom(b, tagDSCallEnd, j)
+		if end < 0 {
+			return -1
+		}
+		i = end + len(tagDSCallEnd)
+		if lone {
+			return i
+		}
+	}
+}
+
+func skipSpaces(s string, i int) int {
+	for i < len(s) && strings.IndexByte(spaces, s[i]) >= 0 {
+		i++
+	}
+	return i
+}
+
+func indexFrom(s, sub string, from int) int {
+	if from > len(s) {
+		return -1
+	}
+	if i := strings.Index(s[from:], sub); i >= 0 {
+		return from + i
+	}
+	return -1
+}
+
+// skipJSON is the length of the JSON object or array (or string) at the
+// start of s, by brackets and string quotes alone (the parse that follows
+// checks the rest); -1 when s ends inside it, -2 when s does not start one.
+func skipJSON(s string) int {
+	if s == "" {
+		return -1
+	}
+	switch s[0] {
+	case '{', '[', '"':
+	default:
+		return -2
+	}
+	depth := 0
+	inStr := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if inStr {
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inStr = false
+				if depth == 0 {
+					return i + 1
+				}
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inStr = true
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth == 0 {
+				return i + 1
+			}
+			if depth < 0 {
+				return -2
+			}
+		}
 	}
 	return -1
 }
