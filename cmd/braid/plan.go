@@ -1,13 +1,18 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"strconv"
 	"strings"
+	"text/tabwriter"
+	"time"
 
+	"braid/internal/cluster"
 	"braid/internal/gguf"
 	"braid/internal/model"
 	"braid/internal/plan"
@@ -19,14 +24,18 @@ func init() {
 }
 
 func runPlan(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("plan", "-m MODEL [--workers HOST:PORT,... | --ranks N] [--mem BYTES,...] [--split tensor|layer|tensor=T,layer=L] [--tensor-split W,...] [-c CTX] [--parallel N]", stderr)
+	fs := newFlags("plan", "-m MODEL [--workers HOST:PORT,... | --cluster FILE | --ranks N] [--mem BYTES,...] [--split tensor|layer|tensor=T,layer=L] [--tensor-split W,...] [-c CTX] [--parallel N]", stderr)
 	path := fs.String("m", "", "model file (GGUF; any part of a split model), or ORG/NAME[:QUANT] from the Hugging Face hub cache")
 	pull := pullFlag(fs)
-	workers := fs.String("workers", "", "worker addresses, in rank order after this node (rank 0)")
+	var cf clusterFlags
+	fs.StringVar(&cf.workers, "workers", "", "worker addresses, in rank order after this node (rank 0); each is asked for its memory and where it would take the model from")
+	fs.StringVar(&cf.file, "cluster", "", "cluster file (TOML): ranks, model paths per node, split, secret (instead of --workers)")
+	fs.StringVar(&cf.secretFile, "secret-file", "", "with --workers: file holding the cluster's shared secret (default: $BRAID_SECRET; none = loopback only)")
+	fs.DurationVar(&cf.timeout, "net-timeout", 5*time.Second, "with --workers: how long to try to reach a worker, and to wait for its answer")
 	nRanks := fs.Int("ranks", 0, "plan for N ranks without naming them (instead of --workers)")
-	mems := fs.String("mem", "", "memory available per rank in rank order (one value for all), e.g. 64G,32G; default: this node's for rank 0, unknown for the others")
-	split := fs.String("split", "layer", "tensor | layer | tensor=T,layer=L")
-	tsplit := fs.String("tensor-split", "", "weights per rank, in rank order, e.g. 3,1 (default: by memory when known, else even)")
+	mems := fs.String("mem", "", "memory available per rank in rank order (one value for all), e.g. 64G,32G; default: this node's for rank 0, what each worker offers for the others")
+	fs.StringVar(&cf.split, "split", "", "tensor | layer | tensor=T,layer=L (default layer)")
+	fs.StringVar(&cf.tensorSplit, "tensor-split", "", "weights per rank, in rank order, e.g. 3,1 (default: by memory when known, else even)")
 	ctx := fs.Int("c", 0, "context per sequence in tokens (default: the model's, at most 4096)")
 	parallel := fs.Int("parallel", 1, "sequences the KV cache holds at once")
 	batch := fs.Int("b", 512, "most tokens evaluated in one step")
@@ -42,25 +51,31 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if *workers != "" && *nRanks != 0 {
-		return usagef("give --workers or --ranks, not both")
+	if cf.active() && *nRanks != 0 {
+		return usagef("give --workers (or --cluster) or --ranks, not both")
 	}
 	if *parallel < 1 || *batch < 1 || *threads < 1 || *ctx < 0 {
 		return usagef("--parallel, -b and -t must be at least 1 and -c not negative")
 	}
+	if cf.timeout <= 0 {
+		return usagef("--net-timeout must be positive")
+	}
 
 	var ranks []plan.Rank
 	var notes []string
+	var weights []float64
+	var ccfg cluster.Config
+	split := cf.split
 	switch {
-	case *workers != "":
-		ranks = append(ranks, plan.Rank{Name: "local"})
-		for i, w := range strings.Split(*workers, ",") {
-			w = strings.TrimSpace(w)
-			if w == "" {
-				return usagef("--workers: item %d is empty", i)
-			}
-			ranks = append(ranks, plan.Rank{Name: w})
+	case cf.active():
+		if ccfg, err = cf.config(*path); err != nil {
+			return err
 		}
+		ranks = append(ranks, plan.Rank{Name: "local"})
+		for _, n := range ccfg.Nodes {
+			ranks = append(ranks, plan.Rank{Name: n.Addr})
+		}
+		split, weights = ccfg.Split, ccfg.TensorSplit
 	case *nRanks > 0:
 		for i := 0; i < *nRanks; i++ {
 			ranks = append(ranks, plan.Rank{Name: "rank" + strconv.Itoa(i)})
@@ -70,6 +85,25 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 	default:
 		ranks = []plan.Rank{{Name: "local"}}
 	}
+	if split == "" {
+		split = "layer"
+	}
+	if len(ranks) == 1 && split == "layer" {
+		split = "tensor" // one rank: nothing to split either way
+	}
+	mode, err := plan.ParseMode(split, len(ranks))
+	if err != nil {
+		return usageError{err}
+	}
+	if weights == nil && cf.tensorSplit != "" {
+		if weights, err = parseTensorSplit(cf.tensorSplit); err != nil {
+			return err
+		}
+	}
+	if weights != nil && len(weights) != len(ranks) {
+		return usagef("--tensor-split has %d weights for %d ranks", len(weights), len(ranks))
+	}
+	var memList []int64
 	if *mems != "" {
 		parts := strings.Split(*mems, ",")
 		if len(parts) != 1 && len(parts) != len(ranks) {
@@ -80,7 +114,22 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 			if err != nil {
 				return usagef("--mem: %v", err)
 			}
-			ranks[i].Mem = v
+			memList = append(memList, v)
+		}
+	}
+
+	// Ask the workers for their memory and, once the plan is made, where
+	// each would take its shard from.
+	var survey *cluster.Survey
+	if len(ccfg.Nodes) > 0 {
+		ccfg.ConnectTimeout, ccfg.MaxBatch, ccfg.Progress, ccfg.Hub = cf.timeout, *batch, stderr, hubRef(hm)
+		ccfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+		survey = cluster.Ask(context.Background(), ccfg)
+		defer survey.Close()
+	}
+	if memList != nil {
+		for i := range ranks {
+			ranks[i].Mem = memList[i]
 		}
 	} else {
 		if ranks[0].Name == "local" {
@@ -88,33 +137,21 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 				ranks[0].Mem = int64(mem.Usable())
 			}
 		}
-		if len(ranks) > 1 {
-			if *workers != "" {
-				notes = append(notes, "worker memory is unknown here: workers report it when they join (braid worker); pass --mem to check the fit now")
-			} else {
-				notes = append(notes, "memory per rank unknown: pass --mem to check the fit")
+		switch {
+		case survey != nil:
+			for _, n := range survey.Nodes {
+				ranks[n.Rank].Mem = n.Mem
+				if n.Err != nil {
+					notes = append(notes, fmt.Sprintf("rank %d (%s) could not be asked: its memory is unknown", n.Rank, n.Addr))
+				}
 			}
+		case len(ranks) > 1:
+			notes = append(notes, "memory per rank unknown: pass --mem to check the fit")
 		}
 	}
-	if hm != nil && len(ranks) > 1 {
+	if hm != nil && len(ranks) > 1 && survey == nil {
 		notes = append(notes, fmt.Sprintf("%s (%s): a worker reads it at this node's path or from its own hub cache; without either it pulls %s from the hub itself (unless braid worker --no-pull), else receives its shard from this node",
 			hm.Name(), sysinfo.FormatBytes(uint64(hm.Size())), sysinfo.FormatBytes(uint64(hm.Size()))))
-	}
-	if len(ranks) == 1 && *split == "layer" {
-		*split = "tensor" // one rank: nothing to split either way
-	}
-	mode, err := plan.ParseMode(*split, len(ranks))
-	if err != nil {
-		return usageError{err}
-	}
-	var weights []float64
-	if *tsplit != "" {
-		if weights, err = parseTensorSplit(*tsplit); err != nil {
-			return err
-		}
-		if len(weights) != len(ranks) {
-			return usagef("--tensor-split has %d weights for %d ranks", len(weights), len(ranks))
-		}
 	}
 
 	f, err := gguf.Open(*path)
@@ -137,7 +174,57 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 	}
 	p.Notes = append(p.Notes, notes...)
 	fmt.Fprint(stdout, p.Table())
+	if survey != nil {
+		srcs, serr := survey.Sources(f, p)
+		if serr != nil {
+			return errors.Join(err, serr)
+		}
+		if uerr := writeSources(stdout, srcs); err == nil {
+			err = uerr
+		}
+	}
 	return err
+}
+
+// writeSources prints where each rank takes its weights from at a load:
+// it reads its shard from a file it has, pulls the model from the hub, or
+// receives its shard from this node, and how many bytes that is; a worker
+// that could not be asked says why. It returns an error naming those.
+func writeSources(w io.Writer, srcs []cluster.Source) error {
+	fmt.Fprintln(w, "\nweights at load (each worker asked):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  rank\taddress\taction\tbytes\tfrom")
+	var read, pulled, streamed int64
+	var failed []string
+	for _, s := range srcs {
+		if s.Err != nil {
+			action := "unknown"
+			if s.Unreachable {
+				action = "unreachable"
+			}
+			msg := strings.TrimPrefix(s.Err.Error(), fmt.Sprintf("rank %d (%s): ", s.Rank, s.Addr))
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t-\t%s\n", s.Rank, s.Addr, action, msg)
+			failed = append(failed, fmt.Sprintf("rank %d (%s)", s.Rank, s.Addr))
+			continue
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\n", s.Rank, s.Addr, s.Action, plan.Bytes(s.Bytes), s.Where)
+		switch s.Action {
+		case cluster.SourceRead:
+			read += s.Bytes
+		case cluster.SourcePull:
+			pulled += s.Bytes
+			read += s.Shard
+		case cluster.SourceReceive:
+			streamed += s.Bytes
+		}
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "  in all: %s read from local files, %s pulled from the hub, %s streamed from this node\n",
+		plan.Bytes(read), plan.Bytes(pulled), plan.Bytes(streamed))
+	if len(failed) > 0 {
+		return fmt.Errorf("%s could not say where its weights would come from (see above); a load would fail", strings.Join(failed, ", "))
+	}
+	return nil
 }
 
 // parseBytes reads a byte count: a plain number, or one with a unit: K, M,

@@ -210,12 +210,15 @@ func (f *modelFlags) resolve(stderr io.Writer) error {
 
 // hubModel is the -m model's hub reference for the workers of a cluster
 // (nil for a file path).
-func (f *modelFlags) hubModel() *cluster.HubModel {
-	if f.hub == nil {
+func (f *modelFlags) hubModel() *cluster.HubModel { return hubRef(f.hub) }
+
+// hubRef is a hub model's reference for the workers (nil for a file).
+func hubRef(m *hub.Model) *cluster.HubModel {
+	if m == nil {
 		return nil
 	}
-	h := &cluster.HubModel{Repo: f.hub.Repo, Commit: f.hub.Commit, Quant: f.hub.Quant}
-	for _, lf := range f.hub.Files {
+	h := &cluster.HubModel{Repo: m.Repo, Commit: m.Commit, Quant: m.Quant}
+	for _, lf := range m.Files {
 		h.Files = append(h.Files, lf.File)
 	}
 	return h

@@ -153,3 +153,10 @@ func hubBlobSHA256(abs string) (string, bool) {
 // remembered in the user's cache directory by path, size and modification
 // time.
 func ModelSHA256(path string) (string, int64, error) { return defaultHashes.SHA256(path) }
+
+// isSHA256 says whether s is a SHA-256 as this package writes it: 64
+// lower-case hex digits.
+func isSHA256(s string) bool {
+	_, err := hex.DecodeString(s)
+	return len(s) == 64 && err == nil && strings.ToLower(s) == s
+}

@@ -102,3 +102,47 @@ func (w *Worker) fromHub(m *loadMsg, pull bool, stage func(string)) (string, err
 	}
 	return filepath.Clean(mod.Path()), nil
 }
+
+// hubProbeTimeout bounds the question a worker asks the hub for braid plan.
+const hubProbeTimeout = 10 * time.Second
+
+// hubSource says where the model m names by hub reference would come from
+// at a load, as fromHub decides (pull: whether the load would pull): this
+// node's hub cache, or a pull, when the worker may pull, its disk has
+// room and the hub answers it for the model's commit (one request, no
+// download). Otherwise it says why not.
+func (w *Worker) hubSource(m *loadMsg, pull bool, stage func(string)) (*sourceMsg, string) {
+	h := m.Hub
+	if err := h.check(m.SHA256); err != nil {
+		return nil, "the hub reference is refused: " + err.Error()
+	}
+	cache := hub.NewCache(w.cfg.HubCache)
+	if h.inCache(cache) {
+		return &sourceMsg{Action: SourceRead, From: fromHubCache, Path: cache.Dir}, ""
+	}
+	name := h.Repo + ":" + h.Quant
+	notIn := fmt.Sprintf("%s is not in its hub cache %s", name, cache.Dir)
+	switch {
+	case !pull:
+		return nil, notIn
+	case w.cfg.NoPull:
+		return nil, notIn + ", and it does not pull (--no-pull)"
+	}
+	c := hub.NewClient()
+	c.Retries = -1 // one try: the load retries, this is a question
+	need := c.Missing(cache, h.Repo, h.Files)
+	if free, ok := cache.Free(); ok && free < need {
+		return nil, fmt.Sprintf("%s, and its disk has %s free for a pull of %s", notIn, formatBytes(free), formatBytes(need))
+	}
+	endpoint := c.Endpoint
+	if endpoint == "" {
+		endpoint = hub.DefaultEndpoint
+	}
+	stage("asking the hub " + endpoint + " for " + name)
+	ctx, cancel := context.WithTimeout(context.Background(), hubProbeTimeout)
+	defer cancel()
+	if _, err := c.Info(ctx, h.Repo, h.Commit); err != nil {
+		return nil, fmt.Sprintf("%s, and the hub %s does not give it: %v", notIn, endpoint, err)
+	}
+	return &sourceMsg{Action: SourcePull, Path: cache.Dir, Pull: need, Endpoint: endpoint}, ""
+}

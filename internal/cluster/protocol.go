@@ -33,7 +33,7 @@ import (
 
 // Message kinds: the first byte of every session payload.
 const (
-	kindInfo     byte = 1 // request: what are you? response: infoMsg (JSON)
+	kindInfo     byte = 1 // request: what are you? [+ loadMsg (JSON): where would its model come from?]; response: infoMsg (JSON)
 	kindLoad     byte = 2 // request: loadMsg (JSON); responses: progress..., then ok
 	kindConnect  byte = 3 // request: connectMsg (JSON): form the data-plane mesh
 	kindStep     byte = 4 // request: stepMsg (binary); response: result (binary)
@@ -67,6 +67,40 @@ type infoMsg struct {
 	Threads  int    `json:"threads"`
 	DataAddr string `json:"data_addr"` // the data-plane listener
 	Loaded   string `json:"loaded,omitempty"`
+	// Source answers an Info request that carries a Load (braid plan asks
+	// it, loading nothing): where the worker's copy would come from.
+	Source *sourceMsg `json:"source,omitempty"`
+}
+
+// What a worker does for its weights at a Load (sourceMsg.Action).
+const (
+	SourceRead    = "read"    // reads its shard from a file it has
+	SourcePull    = "pull"    // downloads the model from the hub, then reads its shard
+	SourceReceive = "receive" // the coordinator streams it its shard's slices
+)
+
+// Where the weights a worker reads are (sourceMsg.From).
+const (
+	fromLoaded     = "loaded"      // it holds the shard now: nothing is read
+	fromPath       = "path"        // its copy at the path the load names
+	fromModelsDir  = "models-dir"  // its copy under --models-dir
+	fromHubCache   = "hub-cache"   // its hub cache
+	fromShardCache = "shard-cache" // the shard it received before, cached
+	fromShardFile  = "shard-file"  // a shard file (braid split) under --models-dir
+)
+
+// sourceMsg is a worker's answer to "where would the model of this Load
+// come from?", decided as Worker.load decides it (Worker.source).
+type sourceMsg struct {
+	Action string `json:"action"`         // SourceRead, SourcePull or SourceReceive
+	From   string `json:"from,omitempty"` // read: one of the from* values
+	Path   string `json:"path,omitempty"` // read: the file (from the hub cache: the cache); pull: the hub cache
+	// Pull is what a pull downloads (the model's files not in its hub
+	// cache, less partial downloads), from Endpoint.
+	Pull     int64  `json:"pull,omitempty"`
+	Endpoint string `json:"endpoint,omitempty"`
+	// Why says why it does not read a copy of its own, or pull one.
+	Why string `json:"why,omitempty"`
 }
 
 // loadMsg asks a worker to hold its shard of a model.

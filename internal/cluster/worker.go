@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -278,7 +279,26 @@ func (w *Worker) session(ctx context.Context, tr *dist.TCP) {
 		var out []byte
 		switch p[0] {
 		case kindInfo:
-			out, err = appendJSON(w.out[:0], kindOK, w.info())
+			info := w.info()
+			if len(p) > 1 {
+				// With a Load: where its model would come from (braid plan).
+				var m loadMsg
+				if err = parseJSON(p[1:], &m); err != nil {
+					break
+				}
+				if !isSHA256(m.SHA256) {
+					err = fmt.Errorf("%w: model SHA-256 %q", wire.ErrMalformed, m.SHA256)
+					break
+				}
+				err = w.withProgress(send, func(stage func(string)) error {
+					info.Source = w.source(&m, stage)
+					return nil
+				})
+				if err != nil {
+					break
+				}
+			}
+			out, err = appendJSON(w.out[:0], kindOK, info)
 		case kindLoad:
 			var m loadMsg
 			if err = parseJSON(p[1:], &m); err != nil {
@@ -430,6 +450,56 @@ func (w *Worker) findModel(m *loadMsg) (string, error) {
 	return "", fmt.Errorf("no local copy of model %s (tried %v); copy the file to this node (same path, or under --models-dir)", m.SHA256, tried)
 }
 
+// key identifies the shard m loads: the same key reuses the weights.
+func (m *loadMsg) key() loadKey {
+	return loadKey{sha: m.SHA256, shard: fmt.Sprintf("%+v", m.Shard), rank: m.Rank, world: m.World, tp: m.TP, pp: m.PP, maxBatch: m.MaxBatch}
+}
+
+// source says where the weights of load m would come from, deciding as
+// load does, in its order (braid plan asks this before anything is
+// loaded): the shard it holds now, its copy at m's path or under
+// --models-dir, its hub cache, a pull from the hub (which it asks whether
+// it answers), a shard file, else the coordinator's stream. It may hash
+// its copy (once; the hash is cached for the load) and asks the hub for
+// the model's file list, but fetches, writes and frees nothing.
+func (w *Worker) source(m *loadMsg, stage func(string)) *sourceMsg {
+	if w.cur != nil && w.cur.key == m.key() {
+		return &sourceMsg{Action: SourceRead, From: fromLoaded, Path: w.cur.path}
+	}
+	stage("looking for the model at " + m.Path)
+	path, err := w.findModel(m)
+	if err == nil {
+		from := fromPath
+		if path != m.Path {
+			from = fromModelsDir
+		}
+		return &sourceMsg{Action: SourceRead, From: from, Path: path}
+	}
+	why := []string{"no copy at " + m.Path}
+	if w.cfg.ModelsDir != "" {
+		why[0] += " nor under --models-dir " + w.cfg.ModelsDir
+	}
+	shardPath, _, shard := w.findShard(m)
+	if m.Hub != nil {
+		src, herr := w.hubSource(m, !shard, stage)
+		if src != nil {
+			return src
+		}
+		why = append(why, herr)
+	}
+	if shard {
+		from := fromShardFile
+		if filepath.Dir(shardPath) == filepath.Clean(w.shardDir()) {
+			from = fromShardCache
+		}
+		return &sourceMsg{Action: SourceRead, From: from, Path: shardPath}
+	}
+	if !m.Stream {
+		return &sourceMsg{Why: strings.Join(why, "; ") + "; and the coordinator does not stream"}
+	}
+	return &sourceMsg{Action: SourceReceive, Why: strings.Join(why, "; ")}
+}
+
 // load makes this worker hold the shard m asks for. The same model and
 // shard as now reuses the weights (and its KV cache, emptied); anything else
 // frees them first. A shard that does not fit is refused before anything
@@ -442,7 +512,7 @@ func (w *Worker) load(m *loadMsg, stage func(string)) error {
 		return fmt.Errorf("%w: load with %d positions, context %d, batch %d", wire.ErrMalformed, m.Positions, m.Ctx, m.MaxBatch)
 	}
 	w.closeMesh()
-	key := loadKey{sha: m.SHA256, shard: fmt.Sprintf("%+v", m.Shard), rank: m.Rank, world: m.World, tp: m.TP, pp: m.PP, maxBatch: m.MaxBatch}
+	key := m.key()
 	if w.cur != nil && w.cur.key == key {
 		stage("reusing the loaded shard")
 		if err := w.cur.r.emptyCache(m.cacheSize()); err != nil {

@@ -48,6 +48,23 @@ func (c Cache) BlobPath(repo, sha string) string {
 	return filepath.Join(c.repoDir(repo), "blobs", sha)
 }
 
+// Free is the disk space a download into the cache may still use (on
+// the file system of its folder, or of the nearest existing folder above
+// it when it does not exist yet); ok is false when it cannot be known.
+func (c Cache) Free() (free int64, ok bool) {
+	dir := c.Dir
+	for {
+		if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
+			return freeSpace(dir)
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			return 0, false
+		}
+		dir = up
+	}
+}
+
 func (c Cache) partPath(repo, sha string) string { return c.BlobPath(repo, sha) + ".braidpart" }
 
 func (c Cache) lockPath(repo, sha string) string {

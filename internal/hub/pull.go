@@ -47,9 +47,7 @@ func (c *Client) PullFiles(ctx context.Context, cache Cache, repo, rev, commit, 
 		if f.Size < 0 {
 			return nil, fmt.Errorf("%s: %s has no size in the hub's listing", repo, f.Path)
 		}
-		if fi, err := os.Stat(cache.BlobPath(repo, f.SHA256)); err != nil || fi.Size() != f.Size {
-			need += f.Size - c.partDone(cache.partPath(repo, f.SHA256), f)
-		}
+		need += c.missing(cache, repo, f)
 	}
 	if need > 0 {
 		if err := os.MkdirAll(cache.Dir, 0o755); err != nil {
@@ -79,4 +77,24 @@ func (c *Client) PullFiles(ctx context.Context, cache Cache, repo, rev, commit, 
 		}
 	}
 	return m, nil
+}
+
+// missing is the bytes of f a pull into cache downloads: none when its
+// blob is there, else its size less what a partial download holds.
+func (c *Client) missing(cache Cache, repo string, f File) int64 {
+	if fi, err := os.Stat(cache.BlobPath(repo, f.SHA256)); err == nil && fi.Size() == f.Size {
+		return 0
+	}
+	return f.Size - c.partDone(cache.partPath(repo, f.SHA256), f)
+}
+
+// Missing is the bytes a PullFiles of files into cache would download:
+// those of every file whose blob is not there yet, less what partial
+// downloads of them already hold. It asks the hub nothing.
+func (c *Client) Missing(cache Cache, repo string, files []File) int64 {
+	var n int64
+	for _, f := range files {
+		n += c.missing(cache, repo, f)
+	}
+	return n
 }

@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -271,6 +272,8 @@ func TestPullResumes(t *testing.T) {
 	if got := c.partDone(part, File{Path: "Model-Q4_K_M.gguf", Size: 1<<20 + 123, SHA256: sha}); got != 6*64<<10 {
 		t.Errorf("partial file holds %d bytes done, want 6 chunks", got)
 	}
+	files := []File{{Path: "Model-Q4_K_M.gguf", Size: 1<<20 + 123, SHA256: sha}}
+	missing := c.Missing(cache, "org/Model-GGUF", files)
 	served := h.Served.Load()
 	c.Retries = 0
 	m, err := c.Pull(context.Background(), cache, spec(t, "org/Model-GGUF:Q4_K_M"))
@@ -278,8 +281,14 @@ func TestPullResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkModel(t, h, cache, m, "Model-Q4_K_M.gguf")
-	if got, want := h.Served.Load()-served, int64(1<<20+123-6*64<<10); got != want || m.Downloaded != want {
-		t.Errorf("the resumed pull fetched %d bytes (reported %d), want %d", got, m.Downloaded, want)
+	if got, want := h.Served.Load()-served, int64(1<<20+123-6*64<<10); got != want || m.Downloaded != want || missing != want {
+		t.Errorf("the resumed pull fetched %d bytes (reported %d, Missing said %d), want %d", got, m.Downloaded, missing, want)
+	}
+	if n := c.Missing(cache, "org/Model-GGUF", files); n != 0 {
+		t.Errorf("Missing says %d bytes after the pull", n)
+	}
+	if free, ok := (Cache{Dir: filepath.Join(cache.Dir, "not", "yet")}).Free(); runtime.GOOS == "linux" && (!ok || free <= 0) {
+		t.Errorf("Free of a cache folder not made yet: %d, %v", free, ok)
 	}
 	if _, err := os.Stat(part); err == nil {
 		t.Error("the partial file is still there")
