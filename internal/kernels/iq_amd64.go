@@ -37,11 +37,45 @@ func iqTQ1AVX2(w, x *byte, nb int) float32
 //go:noescape
 func iqTQ2AVX2(w, x *byte, nb int) float32
 
+//go:noescape
+func iqIQ2XXSAVX512(w, x *byte, nb int) float32
+
+//go:noescape
+func iqIQ2XSAVX512(w, x *byte, nb int) float32
+
+//go:noescape
+func iqIQ3XXSAVX512(w, x *byte, nb int) float32
+
+//go:noescape
+func iqIQ3SAVX512(w, x *byte, nb int) float32
+
+//go:noescape
+func iqIQ1SAVX512(w, x *byte, nb int) float32
+
+//go:noescape
+func iqIQ1MAVX512(w, x *byte, nb int) float32
+
 func init() {
 	// BEXTR (BMI1) cuts the 7-bit sign indices, PDEP/PEXT (BMI2) assemble
 	// indices and scales; every AVX2 CPU braid targets has both.
 	avx2 := cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C && cpu.X86.HasBMI1 && cpu.X86.HasBMI2
 
+	// The AVX-512 kernels also cut sign fields with VPMULTISHIFTQB (VBMI)
+	// and count parity with VPOPCNTB (BITALG): Ice Lake and Zen 4 on.
+	avx512 := avx2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL &&
+		cpu.X86.HasAVX512VNNI && cpu.X86.HasAVX512VBMI && cpu.X86.HasAVX512BITALG
+
+	for _, k := range []struct {
+		t    quant.Type
+		fn   func(w, x *byte, nb int) float32
+		size int
+	}{
+		{quant.IQ2_XXS, iqIQ2XXSAVX512, iqIQ2XXSSize}, {quant.IQ2_XS, iqIQ2XSAVX512, iqIQ2XSSize},
+		{quant.IQ3_XXS, iqIQ3XXSAVX512, iqIQ3XXSSize}, {quant.IQ3_S, iqIQ3SAVX512, iqIQ3SSize},
+		{quant.IQ1_S, iqIQ1SAVX512, iqIQ1SSize}, {quant.IQ1_M, iqIQ1MAVX512, iqIQ1MSize},
+	} {
+		registerFast(k.t, avx512, &dotImpl{name: "avx512vbmi", act: quant.Q8_K, dot: kqWrap(k.fn, k.size)})
+	}
 	for _, k := range []struct {
 		t    quant.Type
 		fn   func(w, x *byte, nb int) float32
