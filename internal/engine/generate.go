@@ -41,6 +41,7 @@ type Generator struct {
 	b      Backend
 	batch  model.Batch
 	logits []float32
+	spec   *specState // speculative decoding (NewSpecGenerator), or nil
 }
 
 // NewGenerator makes a generator; it owns no goroutines.
@@ -65,6 +66,9 @@ type Request struct {
 // Generate prefills the prompt on a fresh sequence, then samples up to
 // MaxTokens tokens. The sequence is dropped from the cache afterwards.
 func (g *Generator) Generate(ctx context.Context, r Request) (Stats, error) {
+	if g.spec != nil {
+		return g.generateSpec(ctx, r)
+	}
 	st := Stats{PromptTokens: len(r.Prompt)}
 	if len(r.Prompt) == 0 {
 		return st, fmt.Errorf("engine: empty prompt")
