@@ -79,6 +79,13 @@ func (m *Model) NewMTPCache(sz CacheSize) (*kvcache.Cache, error) {
 // values, the trunk's final-normed state of the position before), writing
 // the logits of the output tokens (this rank's vocabulary slice).
 func (m *Model) ForwardMTP(cache *kvcache.Cache, b *Batch, hprev, logits []float32) error {
+	return m.ForwardMTPHidden(cache, b, hprev, logits, nil)
+}
+
+// ForwardMTPHidden is ForwardMTP that also writes, when hidden is not nil,
+// each output token's post-norm state (rms(z)·shared_head_norm, what the
+// head multiplies; Cfg.Embd values): the hprev of a chained draft.
+func (m *Model) ForwardMTPHidden(cache *kvcache.Cache, b *Batch, hprev, logits, hidden []float32) error {
 	h := m.mtp
 	if h == nil {
 		return fmt.Errorf("model: no MTP head loaded")
@@ -90,6 +97,9 @@ func (m *Model) ForwardMTP(cache *kvcache.Cache, b *Batch, hprev, logits []float
 	}
 	if want := b.Outputs() * m.sh.Vocab(); len(logits) < want {
 		return fmt.Errorf("%w: logits buffer holds %d values, need %d", ErrBadBatch, len(logits), want)
+	}
+	if want := b.Outputs() * E; hidden != nil && len(hidden) < want {
+		return fmt.Errorf("%w: hidden-state buffer holds %d values, need %d", ErrBadBatch, len(hidden), want)
 	}
 	if err := m.checkBatch(cache, b); err != nil {
 		return err
@@ -138,6 +148,9 @@ func (m *Model) ForwardMTP(cache *kvcache.Cache, b *Batch, hprev, logits []float
 	}
 	if out > 0 && h.head.Rows > 0 {
 		m.pool.MatMul(logits, &h.head, s.h, out)
+	}
+	if hidden != nil {
+		copy(hidden, s.h[:out*E])
 	}
 	return m.commit(cache, b)
 }
