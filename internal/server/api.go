@@ -107,10 +107,18 @@ type samplingRequest struct {
 // chatRequest is the body of POST /v1/chat/completions.
 type chatRequest struct {
 	samplingRequest
-	Messages    []chat.Message `json:"messages"`
-	Logprobs    *bool          `json:"logprobs"`
-	TopLogprobs *int           `json:"top_logprobs"`
-	Tools       []any          `json:"tools"`
+	Messages    []chat.Message    `json:"messages"`
+	Logprobs    *bool             `json:"logprobs"`
+	TopLogprobs *int              `json:"top_logprobs"`
+	Tools       []json.RawMessage `json:"tools"`
+	// ToolChoice is "none", "auto", "required" or {"type": "function",
+	// "function": {"name": ...}}; ParallelToolCalls (default true) lets
+	// a forced reply hold several calls.
+	ToolChoice        json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
+	// Functions and FunctionCall, the deprecated forms, are refused.
+	Functions    json.RawMessage `json:"functions"`
+	FunctionCall json.RawMessage `json:"function_call"`
 	// ReasoningEffort is OpenAI's field; it reaches the template as the
 	// variable reasoning_effort, which gpt-oss's template writes into the
 	// system message.

@@ -1,8 +1,11 @@
 package server
 
 import (
+	"slices"
 	"testing"
 	"unicode/utf8"
+
+	"braid/internal/toolcall"
 )
 
 // FuzzParseRequest drives the request parsing and validation of both
@@ -23,6 +26,8 @@ func FuzzParseRequest(f *testing.F) {
 		`{"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"a","schema":{"type":"object","properties":{"a":{"type":"integer","maximum":3}},"required":["a"]}}}}`,
 		`{"model":"m","prompt":"x","grammar":"root ::= [a-z]+ \"!\"","response_format":{"type":"json_object"}}`,
 		`{"model":"m","prompt":"x","json_schema":{"enum":[1,"a"]},"response_format":{"type":"text"}}`,
+		`{"model":"m","messages":[{"role":"user","content":"x"},{"role":"assistant","content":null,"tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},{"role":"tool","tool_call_id":"a","content":"r"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"tool_choice":{"type":"function","function":{"name":"f"}},"parallel_tool_calls":false}`,
+		`{"model":"m","messages":[],"tools":[{"type":"function","function":{"name":"f"}},{"type":"x"}],"tool_choice":"required","functions":[]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -46,6 +51,14 @@ func FuzzParseRequest(f *testing.F) {
 				if _, e := spec.compile(); e != nil && (e.Status != 400 || e.Param == "") {
 					t.Fatalf("compile: status %d, param %q", e.Status, e.Param)
 				}
+			}
+			if ts, e := c.tools(); e != nil && (e.Status != 400 || e.Param == "") {
+				t.Fatalf("tools: status %d, param %q", e.Status, e.Param)
+			} else if e == nil && ts.choice == "function" && !slices.ContainsFunc(ts.tools, func(t toolcall.Tool) bool { return t.Name == ts.only }) {
+				t.Fatalf("tool_choice names %q, not among the tools", ts.only)
+			}
+			if e := checkToolMessages(c.Messages); e != nil && (e.Status != 400 || e.Param == "") {
+				t.Fatalf("checkToolMessages: status %d, param %q", e.Status, e.Param)
 			}
 			if e := checkMessages(c.Messages); e == nil {
 				for _, m := range c.Messages {

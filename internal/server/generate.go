@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"braid/internal/chat"
 	"braid/internal/engine"
 	"braid/internal/sample"
 	"braid/internal/tokenizer"
+	"braid/internal/toolcall"
 )
 
 // usage is OpenAI's token accounting, present in every final response.
@@ -55,6 +57,36 @@ type chatMessage struct {
 	// ReasoningContent is the model's reasoning, as DeepSeek's API and
 	// vLLM name it.
 	ReasoningContent string `json:"reasoning_content,omitempty"`
+	// ToolCalls are the calls of a reply, or one delta of them.
+	ToolCalls []toolCallOut `json:"tool_calls,omitempty"`
+	// nullContent writes "content": null (a reply of calls only).
+	nullContent bool
+}
+
+// MarshalJSON writes "content": null for a whole reply that is only tool
+// calls, as OpenAI does.
+func (m chatMessage) MarshalJSON() ([]byte, error) {
+	type plain chatMessage
+	if !m.nullContent {
+		return json.Marshal(plain(m))
+	}
+	return json.Marshal(struct {
+		plain
+		Content *string `json:"content"`
+	}{plain: plain(m)})
+}
+
+// toolCallOut is one tool call in OpenAI's shape; in a stream, the first
+// delta of a call has its id, type and name, the next ones add to its
+// arguments.
+type toolCallOut struct {
+	Index    *int   `json:"index,omitempty"`
+	ID       string `json:"id,omitempty"`
+	Type     string `json:"type,omitempty"`
+	Function struct {
+		Name      string  `json:"name,omitempty"`
+		Arguments *string `json:"arguments,omitempty"`
+	} `json:"function"`
 }
 
 type choice struct {
@@ -92,6 +124,28 @@ type generation struct {
 	// logprobs of the tokens since the last chunk
 	chatLP *chatLogprobs
 	textLP *textLogprobs
+
+	ncalls int // tool calls sent
+}
+
+// piece is output ready to send: reasoning, then content and tool calls
+// in the order the model wrote them.
+type piece struct {
+	reasoning string
+	events    []toolcall.Event
+}
+
+func (p piece) empty() bool { return p.reasoning == "" && len(p.events) == 0 }
+
+func (p *piece) addContent(s string) {
+	if s == "" {
+		return
+	}
+	if n := len(p.events); n > 0 && p.events[n-1].Call == nil {
+		p.events[n-1].Content += s
+		return
+	}
+	p.events = append(p.events, toolcall.Event{Content: s})
 }
 
 func (g *generation) resp(object string) response {
@@ -100,7 +154,7 @@ func (g *generation) resp(object string) response {
 
 // take handles one token: timing, logprobs, text; it returns the text to
 // send and whether a stop string ended the generation.
-func (g *generation) take(t engine.Token) (chat.Split, bool) {
+func (g *generation) take(t engine.Token) (piece, bool) {
 	g.ntok++
 	if g.ntok == 1 {
 		g.s.metrics.observeTTFT(t.At.Sub(g.start))
@@ -116,24 +170,48 @@ func (g *generation) take(t engine.Token) (chat.Split, bool) {
 	return g.split(out), stop
 }
 
-// split divides released text into reasoning and content.
-func (g *generation) split(text string) chat.Split {
-	if g.j.reasoning == nil {
-		return chat.Split{Content: text}
+// split divides released text into reasoning, content and tool calls.
+func (g *generation) split(text string) piece {
+	sp := chat.Split{Content: text}
+	if g.j.reasoning != nil {
+		sp = g.j.reasoning.Add(text)
 	}
-	return g.j.reasoning.Add(text)
+	return g.calls(sp, false)
 }
 
-// flush returns what the reasoning parser still holds at the end.
-func (g *generation) flush() chat.Split {
-	if g.j.reasoning == nil {
-		return chat.Split{}
+// calls passes the content of sp through the tool-call parser.
+func (g *generation) calls(sp chat.Split, final bool) piece {
+	p := piece{reasoning: sp.Reasoning}
+	if g.j.calls == nil {
+		p.addContent(sp.Content)
+		return p
 	}
-	return g.j.reasoning.Flush()
+	p.events = g.j.calls.Add(sp.Content)
+	if final {
+		p.events = append(p.events, g.j.calls.Flush()...)
+	}
+	return p
 }
 
-func join(a, b chat.Split) chat.Split {
-	return chat.Split{Reasoning: a.Reasoning + b.Reasoning, Content: a.Content + b.Content}
+// flush returns what the parsers still hold at the end.
+func (g *generation) flush() piece {
+	sp := chat.Split{}
+	if g.j.reasoning != nil {
+		sp = g.j.reasoning.Flush()
+	}
+	return g.calls(sp, true)
+}
+
+func join(a, b piece) piece {
+	out := piece{reasoning: a.reasoning + b.reasoning}
+	for _, e := range append(append([]toolcall.Event(nil), a.events...), b.events...) {
+		if e.Call != nil {
+			out.events = append(out.events, e)
+		} else {
+			out.addContent(e.Content)
+		}
+	}
+	return out
 }
 
 func (g *generation) addLogprob(t engine.Token) {
@@ -244,7 +322,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, b *Backend, j *job,
 // drive receives tokens until the end, a stop string, or the client leaving;
 // emit gets the text of each token. It returns the finish reason ("" when
 // the client left) and the engine's result.
-func (g *generation) drive(ctx context.Context, cancel context.CancelFunc, st *engine.Stream, emit func(d chat.Split) error) (string, engine.Result, error) {
+func (g *generation) drive(ctx context.Context, cancel context.CancelFunc, st *engine.Stream, emit func(d piece) error) (string, engine.Result, error) {
 	var toks []engine.Token
 	for {
 		var done bool
@@ -256,7 +334,7 @@ func (g *generation) drive(ctx context.Context, cancel context.CancelFunc, st *e
 		// One event per token, also when several arrived together (a
 		// client counting events, or timing them, sees every token), except
 		// the stream's last, which goes out with the flushed rest below.
-		var out chat.Split
+		var out piece
 		for i, t := range toks {
 			s, stopped := g.take(t)
 			if stopped {
@@ -269,7 +347,7 @@ func (g *generation) drive(ctx context.Context, cancel context.CancelFunc, st *e
 				out = s
 				break
 			}
-			if s != (chat.Split{}) || g.chatLP != nil || g.textLP != nil {
+			if !s.empty() || g.chatLP != nil || g.textLP != nil {
 				if err := emit(s); err != nil {
 					return "", engine.Result{}, err
 				}
@@ -306,10 +384,17 @@ func (g *generation) drive(ctx context.Context, cancel context.CancelFunc, st *e
 
 func (s *Server) whole(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, st *engine.Stream, g *generation) {
 	var text, reasoning []byte
+	var calls []toolCallOut
 	var lps []any
-	finish, res, err := g.drive(ctx, cancel, st, func(d chat.Split) error {
-		text = append(text, d.Content...)
-		reasoning = append(reasoning, d.Reasoning...)
+	finish, res, err := g.drive(ctx, cancel, st, func(d piece) error {
+		reasoning = append(reasoning, d.reasoning...)
+		for _, e := range d.events {
+			if e.Call == nil {
+				text = append(text, e.Content...)
+				continue
+			}
+			calls = append(calls, callOut(e.Call, nil, true))
+		}
 		if lp := g.takeLogprobs(); lp != nil {
 			lps = append(lps, lp)
 		}
@@ -325,11 +410,18 @@ func (s *Server) whole(ctx context.Context, cancel context.CancelFunc, w http.Re
 		return
 	}
 	str := string(text)
+	if len(calls) > 0 && finish == "stop" {
+		finish = "tool_calls"
+	}
 	c := choice{FinishReason: &finish, Logprobs: mergeLogprobs(lps)}
 	var resp response
 	if g.j.chat {
 		resp = g.resp("chat.completion")
-		c.Message = &chatMessage{Role: "assistant", Content: &str, ReasoningContent: string(reasoning)}
+		c.Message = &chatMessage{Role: "assistant", Content: &str, ReasoningContent: string(reasoning), ToolCalls: calls}
+		if len(calls) > 0 && strings.TrimSpace(str) == "" {
+			// A reply of calls only has null content, as OpenAI's.
+			c.Message.Content, c.Message.nullContent = nil, true
+		}
 	} else {
 		resp = g.resp("text_completion")
 		c.Text = &str
@@ -421,20 +513,45 @@ func (s *Server) stream(ctx context.Context, cancel context.CancelFunc, w http.R
 		r.Choices = []choice{c}
 		return r
 	}
-	finish, res, err := g.drive(ctx, cancel, st, func(d chat.Split) error {
+	finish, res, err := g.drive(ctx, cancel, st, func(d piece) error {
 		// A piece holds both only where the reasoning ends and the answer
 		// starts, so reasoning first keeps the order the model wrote.
-		if d.Reasoning != "" {
+		if d.reasoning != "" {
 			r := g.resp(object)
-			r.Choices = []choice{{Delta: &chatMessage{ReasoningContent: d.Reasoning}, Logprobs: g.takeLogprobs()}}
+			r.Choices = []choice{{Delta: &chatMessage{ReasoningContent: d.reasoning}, Logprobs: g.takeLogprobs()}}
 			if err := send(r); err != nil {
 				return err
 			}
 		}
-		if d.Content == "" && g.chatLP == nil && g.textLP == nil {
+		sent := false
+		for _, e := range d.events {
+			if e.Call == nil {
+				if e.Content == "" {
+					continue
+				}
+				if err := send(chunk(e.Content, nil)); err != nil {
+					return err
+				}
+				sent = true
+				continue
+			}
+			// OpenAI's shape: the call's id, type and name first, then
+			// its arguments.
+			i := g.ncalls
+			g.ncalls++
+			for _, tc := range []toolCallOut{callOut(e.Call, &i, false), argsOut(e.Call, &i)} {
+				r := g.resp(object)
+				r.Choices = []choice{{Delta: &chatMessage{ToolCalls: []toolCallOut{tc}}, Logprobs: g.takeLogprobs()}}
+				if err := send(r); err != nil {
+					return err
+				}
+			}
+			sent = true
+		}
+		if sent || g.chatLP == nil && g.textLP == nil {
 			return nil
 		}
-		return send(chunk(d.Content, nil))
+		return send(chunk("", nil))
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -444,6 +561,9 @@ func (s *Server) stream(ctx context.Context, cancel context.CancelFunc, w http.R
 		send(engineError(err).body())
 		w.Write([]byte("data: [DONE]\n\n"))
 		return
+	}
+	if g.ncalls > 0 && finish == "stop" {
+		finish = "tool_calls"
 	}
 	last := chunk("", &finish)
 	last.Usage = g.usage(res)
@@ -498,4 +618,25 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration
 		return err
 	}
 	return nil
+}
+
+// callOut is a call in OpenAI's shape: whole (with its arguments) in a
+// reply, or the first delta of a streamed one (the arguments come next).
+func callOut(c *toolcall.Call, index *int, whole bool) toolCallOut {
+	out := toolCallOut{Index: index, ID: c.ID, Type: "function"}
+	out.Function.Name = c.Name
+	args := ""
+	if whole {
+		args = c.Arguments
+	}
+	out.Function.Arguments = &args
+	return out
+}
+
+// argsOut is the delta that carries a streamed call's arguments.
+func argsOut(c *toolcall.Call, index *int) toolCallOut {
+	out := toolCallOut{Index: index}
+	args := c.Arguments
+	out.Function.Arguments = &args
+	return out
 }

@@ -20,8 +20,10 @@ import (
 
 	"braid/internal/chat"
 	"braid/internal/engine"
+	"braid/internal/grammar"
 	"braid/internal/sample"
 	"braid/internal/tokenizer"
+	"braid/internal/toolcall"
 )
 
 // Config is what the server needs besides the model.
@@ -58,6 +60,11 @@ type Backend struct {
 	render map[int32]bool
 	// vocabs are the vocabularies and guides of constrained decoding.
 	vocabs vocabs
+	// tools is how the model writes tool calls, read from the template;
+	// fallback is set when the model has no template (ChatML, and with
+	// tools the Hermes-style fallback template).
+	tools    toolcall.Format
+	fallback bool
 }
 
 // Server handles the HTTP API. It can answer before the model is loaded
@@ -90,11 +97,29 @@ func New(cfg Config) *Server {
 func (s *Server) SetReady(b *Backend) {
 	if b.Template == nil {
 		b.Template = chat.ChatML()
+		b.fallback = true
 	}
 	b.reasoning = chat.DetectReasoning(b.Template.Source())
 	b.render = b.reasoning.ControlTags(b.Tok)
 	b.vocabs.guides = newGuideCache(64)
 	s.cfg.Logf("reasoning format from the chat template: %s (%d control tokens written out for it)", b.reasoning, len(b.render))
+	var known bool
+	b.tools, known = toolcall.Detect(b.Template.Source())
+	tags := 0
+	for _, tag := range b.tools.Tags() {
+		if id, ok := b.Tok.TokenID(tag); ok && b.Tok.IsControl(id) && !b.render[id] {
+			b.render[id] = true
+			tags++
+		}
+	}
+	switch {
+	case b.fallback:
+		s.cfg.Logf("tool-call format: hermes (no chat template: ChatML, with tools written the Hermes way)")
+	case known:
+		s.cfg.Logf("tool-call format from the chat template: %s (%d more control tokens written out for it)", b.tools, tags)
+	default:
+		s.cfg.Logf("tool-call format: the chat template shows none; calls are read as hermes")
+	}
 	s.mu.Lock()
 	s.backend, s.notReady = b, ""
 	s.mu.Unlock()
@@ -245,10 +270,11 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 		writeError(w, methodNotAllowed(r))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
-		"object": "list",
-		"data":   []map[string]any{{"id": s.cfg.Model, "object": "model", "created": s.created, "owned_by": "braid"}},
-	})
+	m := map[string]any{"id": s.cfg.Model, "object": "model", "created": s.created, "owned_by": "braid"}
+	if b, why := s.state(); b != nil && why == "" {
+		m["meta"] = map[string]any{"tool_call_format": b.tools.String(), "reasoning_format": b.reasoning.String()}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []map[string]any{m}})
 }
 
 func methodNotAllowed(r *http.Request) *apiError {
@@ -301,6 +327,8 @@ type job struct {
 	reasoning *chat.ReasoningParser
 	// constraint limits the output to a grammar; nil when free.
 	constraint engine.Constraint
+	// calls reads tool calls out of a chat reply; nil without tools.
+	calls *toolcall.Parser
 }
 
 // readRequest does what both generation endpoints check first: the method,
@@ -336,6 +364,15 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if e := checkMessages(req.Messages); e != nil {
+		writeError(w, e)
+		return
+	}
+	if e := checkToolMessages(req.Messages); e != nil {
+		writeError(w, e)
+		return
+	}
+	ts, e := req.tools()
+	if e != nil {
 		writeError(w, e)
 		return
 	}
@@ -383,10 +420,14 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	if b.Tok.EOS() >= 0 {
 		opts.EOS = b.Tok.TokenText(b.Tok.EOS())
 	}
-	if len(req.Tools) > 0 {
-		opts.Tools = req.Tools
+	tmpl := b.Template
+	if ts.active() {
+		opts.Tools = ts.raw
+		if b.fallback {
+			tmpl = toolcall.Fallback()
+		}
 	}
-	text, err := b.Template.RenderChat(req.Messages, opts)
+	text, err := toolcall.Render(tmpl, req.Messages, opts)
 	if err != nil {
 		var ce *chat.Error
 		if errors.As(err, &ce) && ce.Raised {
@@ -401,14 +442,26 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	if split && b.reasoning != chat.ReasoningNone {
 		j.reasoning = chat.NewReasoningParser(b.reasoning, text)
 	}
-	if spec != nil {
-		opened := strings.HasSuffix(strings.TrimRight(text, " \t\r\n"), "<think>")
-		gd, e := b.specGuide(spec, true, b.reasoning, opened)
-		if e != nil {
-			writeError(w, e)
-			return
-		}
+	opened := strings.HasSuffix(strings.TrimRight(text, " \t\r\n"), "<think>")
+	var gd *grammar.Guide
+	switch {
+	case ts.forced() && spec != nil:
+		writeError(w, badRequest("response_format", "tool_choice %s and %s both constrain the output; send one", ts.choice, spec.param))
+		return
+	case ts.forced() || spec != nil && ts.active():
+		gd, e = b.toolGuide(ts, spec, opened)
+	case spec != nil:
+		gd, e = b.specGuide(spec, true, b.reasoning, opened)
+	}
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	if gd != nil {
 		j.constraint = gd.NewConstraint()
+	}
+	if ts.active() {
+		j.calls = toolcall.NewParser(b.tools, ts.tools)
 	}
 	j.usageChunk = req.StreamOptions != nil && req.StreamOptions.IncludeUsage
 	s.run(w, r, b, j, params, maxTok, start)

@@ -144,7 +144,8 @@ func textCall(b *grammar.Builder, sc *grammar.SchemaCompiler, f Format, t Tool) 
 		props = nil // no named parameters: an empty call
 	}
 	types := propertyTypes(t.Parameters)
-	rawText := grammar.Star(grammar.Class([]grammar.RuneRange{{Lo: '<', Hi: '<'}}, true))
+	noLT := grammar.Class([]grammar.RuneRange{{Lo: '<', Hi: '<'}}, true)
+	rawText := grammar.Star(noLT)
 	value := func(p grammar.Property) (*grammar.Node, error) {
 		ps := schema.Get("properties").Get(p.Name)
 		if ps == nil || !isStringy(types[p.Name]) {
@@ -169,13 +170,30 @@ func textCall(b *grammar.Builder, sc *grammar.SchemaCompiler, f Format, t Tool) 
 			}
 			return grammar.Alt(alts...), nil
 		}
-		for _, kw := range []string{"pattern", "format", "minLength", "maxLength"} {
+		for _, kw := range []string{"pattern", "format"} {
 			if ps.Get(kw) != nil {
 				return nil, fmt.Errorf("parameter %q: %s cannot be enforced on the text arguments of the %v format", p.Name, kw, f)
 			}
 		}
 		if len(types[p.Name]) != 1 {
 			return nil, fmt.Errorf("parameter %q: a string that may also be another type cannot be enforced on the text arguments of the %v format", p.Name, f)
+		}
+		// Lengths count code points, as the raw text's class does.
+		lo, hi := 0, -1
+		for kw, dst := range map[string]*int{"minLength": &lo, "maxLength": &hi} {
+			if v := ps.Get(kw); v != nil {
+				var n int
+				if v.Kind != "number" || json.Unmarshal([]byte(v.Num.String()), &n) != nil || n < 0 || n > 10000 {
+					return nil, fmt.Errorf("parameter %q: %s must be an integer in [0, 10000]", p.Name, kw)
+				}
+				*dst = n
+			}
+		}
+		if hi >= 0 && lo > hi {
+			return nil, fmt.Errorf("parameter %q: minLength is above maxLength", p.Name)
+		}
+		if lo > 0 || hi >= 0 {
+			return grammar.Repeat(noLT, lo, hi), nil
 		}
 		return rawText, nil
 	}

@@ -143,7 +143,25 @@ func TestForcedCallRefusals(t *testing.T) {
 	if _, err := Calls(b, GrammarSpec{Format: Hermes, Tools: tools}); err != nil {
 		t.Errorf("Hermes writes JSON arguments and can enforce a pattern: %v", err)
 	}
-	_, err := Calls(grammar.NewBuilder(), GrammarSpec{Format: QwenXML, Tools: tools})
+	lengths := []Tool{{Name: "f", Parameters: []byte(`{"type":"object","properties":{"code":{"type":"string","minLength":2,"maxLength":3}},"required":["code"]}`)}}
+	b = grammar.NewBuilder()
+	n, err := Calls(b, GrammarSpec{Format: GLM, Tools: lengths})
+	if err != nil {
+		t.Fatalf("GLM with string lengths: %v", err)
+	}
+	b.Define("root", n)
+	g, _ := b.Build("root")
+	for text, want := range map[string]bool{
+		"<tool_call>f\n<arg_key>code</arg_key>\n<arg_value>ab</arg_value>\n</tool_call>":   true,
+		"<tool_call>f\n<arg_key>code</arg_key>\n<arg_value>ééé</arg_value>\n</tool_call>":  true,
+		"<tool_call>f\n<arg_key>code</arg_key>\n<arg_value>a</arg_value>\n</tool_call>":    false,
+		"<tool_call>f\n<arg_key>code</arg_key>\n<arg_value>abcd</arg_value>\n</tool_call>": false,
+	} {
+		if g.Accepts(text) != want {
+			t.Errorf("%q: got %v", text, !want)
+		}
+	}
+	_, err = Calls(grammar.NewBuilder(), GrammarSpec{Format: QwenXML, Tools: tools})
 	if err == nil || !strings.Contains(err.Error(), `tool "f"`) || !strings.Contains(err.Error(), "pattern") {
 		t.Errorf("QwenXML with a pattern: %v", err)
 	}

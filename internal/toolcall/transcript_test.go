@@ -273,3 +273,33 @@ func TestDetect(t *testing.T) {
 		t.Errorf("a template without tools: %v %v", f, ok)
 	}
 }
+
+func TestFallbackTemplate(t *testing.T) {
+	tmpl := Fallback()
+	f, _ := Detect(fallbackSource)
+	if f != Hermes {
+		t.Fatalf("the fallback template reads as %v", f)
+	}
+	calls := []chat.ToolCall{call("get_weather", `{"location": "Paris", "unit": "celsius"}`), call("get_time", `{"zone": "UTC"}`)}
+	prompt, reply, ok := assistantPart(t, tmpl, calls, "")
+	if !ok {
+		t.Fatal("no render")
+	}
+	if !strings.Contains(prompt, `"name": "get_weather"`) || !strings.Contains(prompt, "<tools>") {
+		t.Errorf("the tools are not in the prompt:\n%s", prompt)
+	}
+	content, got := parseReply(Hermes, chat.ReasoningNone, prompt, reply, testTools(), nil)
+	if strings.TrimSpace(content) != "" || len(got) != 2 || got[1].Name != "get_time" {
+		t.Errorf("reply %q: content %q calls %v", reply, content, got)
+	}
+	out, err := Render(tmpl, []chat.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "Hi"},
+		{Role: "assistant", ToolCalls: calls[1:]}, {Role: "tool", ToolCallID: "call12345", Content: "12:00"}},
+		chat.Options{AddGenerationPrompt: true, Tools: []any{timeTool}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "<|im_start|>system\nBe brief.\n\n# Tools"
+	if !strings.HasPrefix(out, want) || !strings.Contains(out, "<tool_response>\n12:00\n</tool_response>") || !strings.HasSuffix(out, "<|im_start|>assistant\n") {
+		t.Errorf("round trip render:\n%s", out)
+	}
+}

@@ -1,0 +1,227 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"braid/internal/chat"
+	"braid/internal/grammar"
+	"braid/internal/toolcall"
+)
+
+// toolSetup is a chat request's tools, validated.
+type toolSetup struct {
+	tools []toolcall.Tool
+	raw   []any // the tools as sent, for the template (key order kept)
+	// choice is "none", "auto", "required" or "function" (only names it).
+	choice   string
+	only     string
+	parallel bool
+}
+
+// active says whether the model is offered tools and its output parsed
+// for calls.
+func (t *toolSetup) active() bool { return t != nil && len(t.tools) > 0 && t.choice != "none" }
+
+// forced says whether the output must be calls.
+func (t *toolSetup) forced() bool {
+	return t.active() && (t.choice == "required" || t.choice == "function")
+}
+
+var toolNameRe = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,64}$`)
+
+// tools validates tools, tool_choice and parallel_tool_calls: a malformed
+// tool, an unknown tool_choice or a choice that names no tool is a 400
+// naming the field.
+func (q *chatRequest) tools() (*toolSetup, *apiError) {
+	if !isNull(q.Functions) || !isNull(q.FunctionCall) {
+		return nil, badRequest("functions", "functions and function_call are the deprecated form of tools and tool_choice; send tools")
+	}
+	ts := &toolSetup{choice: "auto", parallel: true}
+	if q.ParallelToolCalls != nil {
+		ts.parallel = *q.ParallelToolCalls
+	}
+	names := map[string]bool{}
+	for i, raw := range q.Tools {
+		param := fmt.Sprintf("tools[%d]", i)
+		var t struct {
+			Type     *string `json:"type"`
+			Function *struct {
+				Name        *string         `json:"name"`
+				Description json.RawMessage `json:"description"`
+				Parameters  json.RawMessage `json:"parameters"`
+				Strict      json.RawMessage `json:"strict"`
+			} `json:"function"`
+		}
+		if err := json.Unmarshal(raw, &t); err != nil {
+			return nil, badRequest(param, "%s must be an object {\"type\": \"function\", \"function\": {...}}: %v", param, jsonErr(err))
+		}
+		if t.Type == nil || *t.Type != "function" {
+			got := "none"
+			if t.Type != nil {
+				got = fmt.Sprintf("%q", *t.Type)
+			}
+			return nil, badRequest(param+".type", "%s.type must be \"function\", not %s", param, got)
+		}
+		if t.Function == nil {
+			return nil, badRequest(param+".function", "%s.function is required", param)
+		}
+		f := t.Function
+		if f.Name == nil || *f.Name == "" {
+			return nil, badRequest(param+".function.name", "%s.function.name is required", param)
+		}
+		if !toolNameRe.MatchString(*f.Name) {
+			return nil, badRequest(param+".function.name", "%s.function.name %q must be 1 to 64 letters, digits, '_', '.' or '-'", param, *f.Name)
+		}
+		if names[*f.Name] {
+			return nil, badRequest(param+".function.name", "%s.function.name %q is defined twice", param, *f.Name)
+		}
+		names[*f.Name] = true
+		if !isNull(f.Description) {
+			var d string
+			if json.Unmarshal(f.Description, &d) != nil {
+				return nil, badRequest(param+".function.description", "%s.function.description must be a string", param)
+			}
+		}
+		if !isNull(f.Parameters) {
+			if t := bytes.TrimSpace(f.Parameters); len(t) == 0 || t[0] != '{' {
+				return nil, badRequest(param+".function.parameters", "%s.function.parameters must be a JSON Schema object, not %s", param, abbrev(string(t)))
+			}
+		}
+		if !isNull(f.Strict) {
+			var b bool
+			if json.Unmarshal(f.Strict, &b) != nil {
+				return nil, badRequest(param+".function.strict", "%s.function.strict must be a boolean", param)
+			}
+		}
+		ts.tools = append(ts.tools, toolcall.Tool{Name: *f.Name, Parameters: f.Parameters})
+		ts.raw = append(ts.raw, raw)
+	}
+	if !isNull(q.ToolChoice) {
+		var s string
+		if json.Unmarshal(q.ToolChoice, &s) == nil {
+			switch s {
+			case "none", "auto", "required":
+				ts.choice = s
+			default:
+				return nil, badRequest("tool_choice", "tool_choice %q is not one of none, auto, required, or {\"type\": \"function\", \"function\": {\"name\": ...}}", s)
+			}
+		} else {
+			var c struct {
+				Type     string `json:"type"`
+				Function struct {
+					Name string `json:"name"`
+				} `json:"function"`
+			}
+			if err := json.Unmarshal(q.ToolChoice, &c); err != nil || c.Type != "function" || c.Function.Name == "" {
+				return nil, badRequest("tool_choice", "tool_choice must be none, auto, required, or {\"type\": \"function\", \"function\": {\"name\": ...}}")
+			}
+			if !names[c.Function.Name] {
+				return nil, badRequest("tool_choice", "tool_choice names the function %q, which is not among the tools", c.Function.Name)
+			}
+			ts.choice, ts.only = "function", c.Function.Name
+		}
+	}
+	if (ts.choice == "required") && len(ts.tools) == 0 {
+		return nil, badRequest("tool_choice", "tool_choice required needs tools")
+	}
+	return ts, nil
+}
+
+func jsonErr(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return fmt.Sprintf("%s is %s", strings.TrimPrefix(te.Field, "function."), te.Value)
+	}
+	return err.Error()
+}
+
+func abbrev(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "..."
+	}
+	return s
+}
+
+// checkToolMessages checks the calls of assistant messages and the tool
+// messages: a call needs a function name and arguments that are JSON.
+func checkToolMessages(msgs []chat.Message) *apiError {
+	for i, m := range msgs {
+		for j, c := range m.ToolCalls {
+			param := fmt.Sprintf("messages[%d].tool_calls[%d].function", i, j)
+			if c.Function.Name == "" {
+				return badRequest(param+".name", "%s.name is required", param)
+			}
+			switch a := c.Function.Arguments.(type) {
+			case string:
+				if !json.Valid([]byte(a)) {
+					return badRequest(param+".arguments", "%s.arguments must be JSON text: %s", param, abbrev(a))
+				}
+			case nil, json.RawMessage:
+			default:
+				return badRequest(param+".arguments", "%s.arguments must be a JSON string or object", param)
+			}
+		}
+		if m.Role == "tool" && m.Content == nil {
+			return badRequest(fmt.Sprintf("messages[%d].content", i), "messages[%d] (a tool result) needs content", i)
+		}
+	}
+	return nil
+}
+
+// toolGuide is the guide of a request whose output must be calls, or
+// (tool_choice auto with a response format) either calls or the answer.
+func (b *Backend) toolGuide(ts *toolSetup, spec *constraintSpec, opened bool) (*grammar.Guide, *apiError) {
+	var key strings.Builder
+	fmt.Fprintf(&key, "tools\x00%s\x00%s\x00%v\x00%d\x00%v\x00", ts.choice, ts.only, ts.parallel, b.reasoning, opened)
+	for _, t := range ts.raw {
+		key.Write(t.(json.RawMessage))
+		key.WriteByte(0)
+	}
+	if spec != nil {
+		fmt.Fprintf(&key, "%s\x00%s", spec.kind, spec.text)
+	}
+	return b.guide(key.String(), true, "tools", func() (*grammar.Grammar, *apiError) {
+		bl := grammar.NewBuilder()
+		calls, err := toolcall.Calls(bl, toolcall.GrammarSpec{Format: b.tools, Template: b.Template.Source(), Tools: ts.tools, Only: ts.only, Parallel: ts.parallel})
+		if err != nil {
+			return nil, toolError(ts, err)
+		}
+		answer := calls
+		if spec != nil && !ts.forced() {
+			g, e := spec.compile()
+			if e != nil {
+				return nil, e
+			}
+			answer = grammar.Alt(calls, bl.Embed(g))
+		}
+		root := answer
+		if b.reasoning == chat.ReasoningThink {
+			root = wrapReasoning(bl, b.reasoning, opened, answer)
+		}
+		bl.Define("root", root)
+		g, err := bl.Build("root")
+		if err != nil {
+			return nil, badRequest("tools", "tools: %v", err)
+		}
+		return g, nil
+	})
+}
+
+// toolError names the tool whose parameters cannot be enforced.
+func toolError(ts *toolSetup, err error) *apiError {
+	var te *toolcall.ToolError
+	if errors.As(err, &te) {
+		for i, t := range ts.tools {
+			if t.Name == te.Tool {
+				param := fmt.Sprintf("tools[%d].function.parameters", i)
+				return badRequest(param, "%s (function %q): %v; braid enforces the arguments of forced calls while sampling and refuses what it cannot enforce", param, t.Name, te.Err)
+			}
+		}
+	}
+	return badRequest("tool_choice", "tool_choice: %v", err)
+}
