@@ -7,11 +7,13 @@ import (
 	"io"
 	"math"
 	"os"
+	"runtime"
 	"sort"
 	"strings"
 	"text/tabwriter"
 
 	"braid/internal/gguf"
+	"braid/internal/model"
 	"braid/internal/quant"
 	"braid/internal/sysinfo"
 )
@@ -165,7 +167,7 @@ func describeModel(m *gguf.Model, ctx int, w io.Writer) error {
 
 	est := estimateMemory(m, ctx)
 	fmt.Fprintf(w, "\nsingle-node load at context %d (KV cache F16):\n", est.ctx)
-	fmt.Fprintf(w, "  weights   %s\n", sysinfo.FormatBytes(uint64(est.weights)))
+	fmt.Fprintf(w, "  weights   %s\n", est.weightsText())
 	fmt.Fprintf(w, "  KV cache  %s\n", sysinfo.FormatBytes(uint64(est.kv)))
 	fmt.Fprintf(w, "  scratch   %s (batch of %d tokens)\n", sysinfo.FormatBytes(uint64(est.scratch)), est.batch)
 	fmt.Fprintf(w, "  total     %s\n", sysinfo.FormatBytes(uint64(est.total())))
@@ -183,16 +185,34 @@ func describeModel(m *gguf.Model, ctx int, w io.Writer) error {
 type memEstimate struct {
 	ctx, batch           int
 	weights, kv, scratch int64
+	// resident is the part of the weights already in memory: a model file
+	// on tmpfs is mapped, not copied, and its pages are not in
+	// MemAvailable, so counting them again would refuse a model that fits.
+	resident int64
 }
 
-func (e memEstimate) total() int64 { return e.weights + e.kv + e.scratch }
+func (e memEstimate) total() int64 { return e.weights - e.resident + e.kv + e.scratch }
+
+// weightsText is the weights' size for messages, saying when they are
+// already in memory.
+func (e memEstimate) weightsText() string {
+	if e.resident > 0 {
+		return sysinfo.FormatBytes(uint64(e.weights)) + ", already in memory (the file is on tmpfs)"
+	}
+	return sysinfo.FormatBytes(uint64(e.weights))
+}
 
 // estimateMemory sizes a single-node load from the architecture's hyper-
 // parameters: the weights as stored, an F16 K and V row per layer and
 // position, and float32 activations for one prefill batch. Models without
 // the usual keys get a weights-only estimate.
-func estimateMemory(m *gguf.Model, ctx int) memEstimate {
-	e := memEstimate{ctx: ctx, batch: 512, weights: m.Size()}
+func estimateMemory(m *gguf.Model, ctx int) (e memEstimate) {
+	e = memEstimate{ctx: ctx, batch: 512, weights: m.Size()}
+	defer func() {
+		if len(m.Files) > 0 && sysinfo.InMemoryFS(m.Files[0].Path) {
+			e.resident = e.weights
+		}
+	}()
 	arch := m.Arch()
 	hp := func(key string) int64 {
 		v, _ := m.Int(arch + "." + key)
@@ -210,6 +230,17 @@ func estimateMemory(m *gguf.Model, ctx int) memEstimate {
 		kvHeads = heads
 	}
 	if layers == 0 || embd == 0 || heads == 0 {
+		return e
+	}
+	if c, err := model.ReadConfig(m); err == nil {
+		// A supported architecture: the model layer's own sizes (sliding
+		// windows, latent rows, recurrent state, what the rank binds).
+		full := model.FullShard(c)
+		if w, err := model.WeightBytes(m, c, &full); err == nil {
+			e.weights = w
+		}
+		e.kv = model.KVBytes(model.CacheConfig(c, &full, model.CacheSize{Positions: e.ctx, Ctx: e.ctx, MaxStep: e.batch}))
+		e.scratch = model.ScratchBytes(c, &full, e.batch, runtime.NumCPU(), e.ctx)
 		return e
 	}
 	keyLen, valLen := hp("attention.key_length"), hp("attention.value_length")

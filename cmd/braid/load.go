@@ -107,7 +107,7 @@ func loadModel(f *modelFlags, seqs int, stderr io.Writer) (*loaded, error) {
 	if mem, err := sysinfo.ReadMemory(); err == nil && mem.Usable() > 0 && uint64(est.total()) > mem.Usable() {
 		file.Close()
 		return nil, fmt.Errorf("%s does not fit this node: needs %s (weights %s, KV cache %s at context %d, scratch %s) but %s is usable",
-			f.path, sysinfo.FormatBytes(uint64(est.total())), sysinfo.FormatBytes(uint64(est.weights)), sysinfo.FormatBytes(uint64(est.kv)),
+			f.path, sysinfo.FormatBytes(uint64(est.total())), est.weightsText(), sysinfo.FormatBytes(uint64(est.kv)),
 			est.ctx, sysinfo.FormatBytes(uint64(est.scratch)), sysinfo.FormatBytes(mem.Usable()))
 	}
 	warnContext(file, est.ctx, f.batch, stderr)

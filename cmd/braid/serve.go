@@ -161,7 +161,7 @@ func loadForServe(mf *modelFlags, cf *clusterFlags, parallel int, logf func(stri
 		f.Close()
 		if mem, err := sysinfo.ReadMemory(); err == nil && mem.Usable() > 0 && uint64(all.total()) > mem.Usable() {
 			return nil, nil, nil, fmt.Errorf("%s with --parallel %d does not fit this node: needs %s (weights %s, KV cache %s for %d x %d positions) but %s is usable; lower --parallel or -c",
-				mf.path, parallel, sysinfo.FormatBytes(uint64(all.total())), sysinfo.FormatBytes(uint64(all.weights)),
+				mf.path, parallel, sysinfo.FormatBytes(uint64(all.total())), all.weightsText(),
 				sysinfo.FormatBytes(uint64(all.kv)), parallel, one.ctx, sysinfo.FormatBytes(mem.Usable()))
 		}
 	}

@@ -1,6 +1,10 @@
 package sysinfo
 
-import "testing"
+import (
+	"os"
+	"strings"
+	"testing"
+)
 
 func TestParseMeminfo(t *testing.T) {
 	tests := []struct {
@@ -64,4 +68,27 @@ func TestDigestNamesRevision(t *testing.T) {
 	if got, want := b.Digest(), "braid@(devel) 0123456789ab+dirty go1.26"; got != want {
 		t.Fatalf("Digest() = %q, want %q", got, want)
 	}
+}
+
+// TestInMemoryFS checks /dev/shm against its mount type in /proc/mounts,
+// and a missing path.
+func TestInMemoryFS(t *testing.T) {
+	if InMemoryFS("/nonexistent/path") {
+		t.Error("a missing path is reported in memory")
+	}
+	mounts, err := os.ReadFile("/proc/mounts")
+	if err != nil {
+		t.Skipf("no /proc/mounts: %v", err)
+	}
+	for _, line := range strings.Split(string(mounts), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 3 && f[1] == "/dev/shm" {
+			want := f[2] == "tmpfs" || f[2] == "ramfs"
+			if got := InMemoryFS("/dev/shm"); got != want {
+				t.Errorf("/dev/shm mounted as %s: InMemoryFS says %v", f[2], got)
+			}
+			return
+		}
+	}
+	t.Skip("no /dev/shm mount")
 }
