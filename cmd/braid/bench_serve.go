@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"braid/internal/bench"
+	"braid/internal/bench/benchplot"
 )
 
 // runBenchServe is `braid bench serve`: a load generator for any
@@ -79,7 +80,7 @@ func runBenchServe(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if *plotOut != "" {
-		if perr := rep.Plot(*plotOut); perr != nil {
+		if perr := benchplot.Write(rep, *plotOut); perr != nil {
 			return perr
 		}
 	}

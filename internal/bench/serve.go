@@ -1,5 +1,5 @@
 // Package bench measures braid and other servers: the online load generator
-// behind `braid bench serve`, its reports and plots.
+// behind `braid bench serve` and its reports (package benchplot draws them).
 package bench
 
 import (
