@@ -16,6 +16,7 @@ var (
 	iqGrid2S   = quant.IQ2SGrid
 	iqGrid3XXS = quant.IQ3XXSGrid
 	iqGrid3S   = quant.IQ3SGrid
+	iqGrid1S   = quant.IQ1SGrid // signed bytes, for SDOT (arm64)
 
 	// iqGrid1SU is the IQ1_S/IQ1_M grid plus one (bytes 0, 1, 2 for -1, 0,
 	// +1): unsigned, so it multiplies activations directly, and the +1 is
