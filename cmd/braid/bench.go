@@ -119,6 +119,9 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer file.Close()
+	if err := refuseShard(file); err != nil {
+		return err
+	}
 	stopProfile, err := startCPUProfile(*cpuProfile)
 	if err != nil {
 		return err

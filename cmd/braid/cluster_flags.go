@@ -16,6 +16,7 @@ import (
 	"braid/internal/cluster"
 	"braid/internal/dist"
 	"braid/internal/engine"
+	"braid/internal/gguf"
 )
 
 // clusterFlags are the flags of every command that can run a model across
@@ -141,6 +142,13 @@ func loadBackend(mf *modelFlags, cf *clusterFlags, seqs int, stderr io.Writer) (
 	}
 	if err := mf.checkSizes(); err != nil {
 		return nil, err
+	}
+	if f, err := gguf.Open(cfg.Model); err == nil {
+		err = refuseShard(f)
+		f.Close()
+		if err != nil {
+			return nil, err
+		}
 	}
 	cfg.Threads, cfg.MaxBatch, cfg.Ctx, cfg.Parallel, cfg.KVF32 = mf.threads, mf.batch, mf.ctx, max(seqs, 1), mf.kvF32
 	cfg.Progress = stderr

@@ -103,6 +103,10 @@ func loadModel(f *modelFlags, seqs int, stderr io.Writer) (*loaded, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := refuseShard(file); err != nil {
+		file.Close()
+		return nil, err
+	}
 	est := estimateMemory(file, f.ctx)
 	if mem, err := sysinfo.ReadMemory(); err == nil && mem.Usable() > 0 && uint64(est.total()) > mem.Usable() {
 		file.Close()

@@ -6,10 +6,8 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"braid/internal/chat"
@@ -41,7 +39,13 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	stepTokens := fs.Int("step-tokens", 512, "tokens evaluated per step: one per decoding sequence, prompt chunks share the rest")
 	noPrefix := fs.Bool("no-prefix-cache", false, "do not keep finished sequences for prefix reuse")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the whole run to this file at exit (go tool pprof)")
+	logFormat := fs.String("log-format", "text", "text, or json: one JSON object per line (the access log's and the rest)")
+	noEmbed := fs.Bool("no-embeddings", false, "refuse /v1/embeddings (otherwise a second instance of the model, sharing its weights, computes them on demand)")
 	if _, err := parseInterspersed(fs, args); err != nil {
+		return err
+	}
+	slog, err := newServeLog(stderr, *logFormat)
+	if err != nil {
 		return err
 	}
 	addr, err := hp.addr(fs, *listen)
@@ -87,16 +91,19 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if name == "" {
 		name = fileName
 	}
-	logf := func(format string, a ...any) {
-		fmt.Fprintf(stderr, "%s braid serve: %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, a...))
+	logf := slog.logf
+	// A model that cannot load fails here, before "listening".
+	if err := precheck(mf.path); err != nil {
+		return err
 	}
-	srv := server.New(server.Config{Model: name, Aliases: []string{fileName}, APIKeys: keys, MaxBodyBytes: *maxBody, Logf: logf})
+	srv := server.New(server.Config{Model: name, Aliases: []string{fileName}, APIKeys: keys, MaxBodyBytes: *maxBody, Logf: logf,
+		ModelPath: mf.path, AccessLog: slog.access})
 
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", *listen, err)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	ctx, stop := interruptContext(logf)
 	defer stop()
 	// Listen first, so /health can say "loading" while the weights map in.
 	served := make(chan error, 1)
@@ -105,6 +112,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 
 	l, tok, tmpl, err := loadForServe(&mf, &cf, *parallel, logf, stderr)
 	if err != nil {
+		logf("the model failed to load: %v", err)
 		srv.SetUnavailable("model failed to load: " + err.Error())
 		stop()
 		<-served
@@ -132,7 +140,12 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	sb := &server.Backend{Sched: sched, Tok: tok, Template: tmpl, Vocab: l.backend.Vocab()}
 	if l.cl != nil {
 		sb.Ranks = l.cl
+	} else if !*noEmbed {
+		emb := server.NewLocalEmbedder(l.file, mf.threads, l.ctx, mf.batch, mf.kvF32)
+		defer emb.Close()
+		sb.Embed = emb
 	}
+	sb.Cluster = clusterInfo(l, *parallel)
 	srv.SetReady(sb)
 	kv := l.backend.KVConfig()
 	logf("ready: %d slots x %d tokens of context, %d threads, KV cache %d blocks of %d positions", *parallel, l.ctx, mf.threads, kv.Blocks, kv.BlockSize)

@@ -69,6 +69,9 @@ func runSplit(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer f.Close()
+	if err := refuseShard(f); err != nil {
+		return err
+	}
 	if len(f.Files) > 1 {
 		return fmt.Errorf("%s is a model in %d parts: merge it first (braid split reads one file)", *path, len(f.Files))
 	}

@@ -39,6 +39,10 @@ type Config struct {
 	MaxBodyBytes int64
 	// Logf receives one line per notable event; nil discards them.
 	Logf func(format string, a ...any)
+	// ModelPath is the model's file, for /props.
+	ModelPath string
+	// AccessLog, when set, receives one entry per request (accesslog.go).
+	AccessLog func(AccessEntry)
 }
 
 // Backend is a loaded model as the server sees it.
@@ -51,6 +55,12 @@ type Backend struct {
 	// Ranks, when the model runs on a cluster, gives the per-rank step
 	// times and the data-plane links for /metrics; nil on one node.
 	Ranks engine.Ranked
+	// Embed computes embeddings for /v1/embeddings; nil refuses them
+	// (embeddings.go).
+	Embed Embedder
+	// Cluster describes the ranks for /cluster and the web page; nil on
+	// one node (web.go).
+	Cluster *ClusterInfo
 
 	// reasoning is how the model's output marks its reasoning, read from
 	// the template by SetReady.
@@ -80,6 +90,8 @@ type Server struct {
 
 	inflight sync.WaitGroup
 	draining atomic.Bool
+
+	extra extraState // the Responses store (responses.go)
 }
 
 // New makes a server in the "loading" state.
@@ -150,6 +162,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/v1/models", s.auth(s.handleModels))
 	mux.HandleFunc("/health", s.handleHealth)
 	mux.HandleFunc("/metrics", s.handleMetrics)
+	s.routeExtra(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "not_found",
 			Message: fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path)})
@@ -158,7 +171,7 @@ func (s *Server) Handler() http.Handler {
 		s.inflight.Add(1)
 		defer s.inflight.Done()
 		rec := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-		mux.ServeHTTP(rec, r)
+		s.serveLogged(mux, rec, r)
 		s.metrics.request(endpointLabel(r.URL.Path), rec.status)
 	})
 }
@@ -168,6 +181,9 @@ func (s *Server) Handler() http.Handler {
 func endpointLabel(p string) string {
 	switch p {
 	case "/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics":
+		return p
+	}
+	if extraEndpoints[p] {
 		return p
 	}
 	return "other"

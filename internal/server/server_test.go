@@ -412,7 +412,7 @@ func TestBadInput(t *testing.T) {
 		{"unknown model", "/v1/chat/completions", testKey, `{"model":"gpt-9","messages":[{"role":"user","content":"hi"}]}`, 404, `"gpt-9" does not exist`},
 		{"no key", "/v1/chat/completions", "", `{"model":"stories","messages":[{"role":"user","content":"hi"}]}`, 401, "missing API key"},
 		{"bad key", "/v1/chat/completions", "sk-wrong", `{"model":"stories","messages":[{"role":"user","content":"hi"}]}`, 401, "invalid API key"},
-		{"no endpoint", "/v1/embeddings", testKey, `{}`, 404, "no endpoint"},
+		{"no endpoint", "/v1/images/generations", testKey, `{}`, 404, "no endpoint"},
 	}
 	for _, tc := range cases {
 		code, data := ts.post(t, tc.path, tc.key, []byte(tc.body))

@@ -80,6 +80,80 @@ await step("completions.create", async () => {
   assert.ok(n > 0, "empty completion stream");
 });
 
+await step("responses.create", async () => {
+  const r = await client.responses.create({
+    model, instructions: "You tell stories.", input: "Once upon a time", max_output_tokens: 12, temperature: 0,
+  });
+  assert.equal(r.object, "response");
+  assert.ok(r.id.startsWith("resp_"), r.id);
+  assert.equal(r.status, "incomplete");
+  assert.equal(r.incomplete_details.reason, "max_output_tokens");
+  assert.equal(typeof r.output_text, "string");
+  assert.ok(r.output_text.length > 0, "no output_text");
+  assert.equal(r.output.at(-1).type, "message");
+  assert.equal(r.usage.output_tokens, 12);
+  assert.equal(r.usage.total_tokens, r.usage.input_tokens + r.usage.output_tokens);
+  // The same turn as a chat completion says the same thing.
+  const c = await client.chat.completions.create({
+    model, messages: [{ role: "system", content: "You tell stories." }, { role: "user", content: "Once upon a time" }], max_tokens: 12, temperature: 0,
+  });
+  assert.equal(r.output_text, c.choices[0].message.content);
+  // The next turn continues from it.
+  const r2 = await client.responses.create({ model, previous_response_id: r.id, input: [{ role: "user", content: [{ type: "input_text", text: "And then?" }] }], max_output_tokens: 6, temperature: 0 });
+  assert.equal(r2.previous_response_id, r.id);
+  assert.ok(r2.usage.input_tokens > r.usage.input_tokens, `${r2.usage.input_tokens} input tokens after ${r.usage.input_tokens}`);
+  const got = await client.responses.retrieve(r.id);
+  assert.equal(got.id, r.id);
+  assert.equal(got.output_text, r.output_text);
+  await client.responses.delete(r.id);
+  let err = null;
+  try {
+    await client.responses.create({ model, previous_response_id: r.id, input: "x" });
+  } catch (e) {
+    err = e;
+  }
+  assert.ok(err instanceof OpenAI.NotFoundError, `got ${err && err.constructor.name}: ${err}`);
+});
+
+await step("responses.create stream", async () => {
+  const stream = await client.responses.create({ model, input: "Tell me about a cat.", max_output_tokens: 16, temperature: 0, stream: true });
+  let text = "", types = [], final = null;
+  for await (const ev of stream) {
+    types.push(ev.type);
+    if (ev.type === "response.output_text.delta") text += ev.delta;
+    if (ev.type === "response.completed" || ev.type === "response.incomplete") final = ev.response;
+  }
+  assert.equal(types[0], "response.created");
+  assert.ok(types.includes("response.output_text.done"), types.join(","));
+  assert.ok(text.length > 0, "no streamed text");
+  assert.ok(final, "no final event: " + types.join(","));
+  const whole = await client.responses.create({ model, input: "Tell me about a cat.", max_output_tokens: 16, temperature: 0 });
+  assert.equal(text, whole.output_text);
+});
+
+await step("responses.stream", async () => {
+  const runner = client.responses.stream({ model, input: "Hi", max_output_tokens: 8, temperature: 0 });
+  let deltas = "";
+  runner.on("response.output_text.delta", (ev) => { deltas += ev.delta; });
+  const final = await runner.finalResponse();
+  assert.equal(final.object, "response");
+  assert.equal(final.output_text, deltas);
+  assert.equal(final.usage.output_tokens, 8);
+});
+
+await step("embeddings.create", async () => {
+  const r = await client.embeddings.create({ model, input: ["Once upon a time", "a cat"] });
+  assert.equal(r.data.length, 2);
+  for (const d of r.data) {
+    const norm = Math.sqrt(d.embedding.reduce((s, x) => s + x * x, 0));
+    assert.ok(Math.abs(norm - 1) < 1e-3, `norm ${norm}`);
+  }
+  assert.ok(r.usage.prompt_tokens > 0);
+  // The SDK asks for base64 by default and decodes it.
+  const one = await client.embeddings.create({ model, input: "a cat" });
+  assert.deepEqual(one.data[0].embedding.map((x) => x.toFixed(5)), r.data[1].embedding.map((x) => x.toFixed(5)));
+});
+
 await step("invalid request surfaces as BadRequestError", async () => {
   let err = null;
   try {

@@ -1,0 +1,136 @@
+package main
+
+// What `braid serve` adds to the server beyond the model: the access log
+// and its format, embeddings on this node, the cluster view's data, the
+// checks made before listening, and the second Ctrl-C.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"braid/internal/gguf"
+	"braid/internal/model"
+	"braid/internal/server"
+)
+
+// serveLog writes serve's lines as text or as JSON objects (--log-format).
+type serveLog struct {
+	mu   sync.Mutex
+	w    io.Writer
+	json bool
+}
+
+func newServeLog(w io.Writer, format string) (*serveLog, error) {
+	switch format {
+	case "text", "":
+		return &serveLog{w: w}, nil
+	case "json":
+		return &serveLog{w: w, json: true}, nil
+	}
+	return nil, usagef("--log-format %q: must be text or json", format)
+}
+
+func (l *serveLog) logf(format string, a ...any) {
+	msg := fmt.Sprintf(format, a...)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.json {
+		b, _ := json.Marshal(map[string]any{"time": time.Now().UTC().Format(time.RFC3339Nano), "msg": msg})
+		fmt.Fprintf(l.w, "%s\n", b)
+		return
+	}
+	fmt.Fprintf(l.w, "%s braid serve: %s\n", time.Now().Format("15:04:05.000"), msg)
+}
+
+func (l *serveLog) access(e server.AccessEntry) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.json {
+		fmt.Fprintln(l.w, e.JSON())
+		return
+	}
+	fmt.Fprintf(l.w, "%s braid serve: %s\n", e.Time.Format("15:04:05.000"), e.Text())
+}
+
+// precheck opens the model before serve listens, so a file that is
+// missing, not a GGUF, a shard of a split, or of an architecture braid
+// does not run fails at once with its own error, not after "listening".
+func precheck(path string) error {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := refuseShard(f); err != nil {
+		return err
+	}
+	_, err = model.ReadConfig(f)
+	return err
+}
+
+// clusterInfo is the cluster view's static part: the plan's ranks, or this
+// node alone.
+func clusterInfo(l *loaded, parallel int) *server.ClusterInfo {
+	if l.cl == nil {
+		c, err := model.ReadConfig(l.file)
+		if err != nil {
+			return nil
+		}
+		est := estimateMemory(l.file, l.ctx)
+		return &server.ClusterInfo{Split: "none", SplitBy: "one node", Ranks: []server.RankInfo{{
+			Rank: 0, Addr: "local", Layers: [2]int{0, c.Layers}, Heads: [2]int{0, c.Heads}, KVHeads: [2]int{0, c.KVHeads},
+			TPSize: 1, Weights: est.weights, KV: est.kv * int64(parallel), Scratch: est.scratch,
+		}}}
+	}
+	p := l.cl.Plan()
+	info := &server.ClusterInfo{Split: fmt.Sprintf("tensor=%d,layer=%d", p.Mode.TP, p.Mode.PP), SplitBy: p.SplitBy}
+	for _, r := range p.Ranks {
+		sh := r.Shard
+		addr := r.Name
+		if r.Rank == 0 {
+			addr = "local"
+		}
+		info.Ranks = append(info.Ranks, server.RankInfo{
+			Rank: r.Rank, Addr: addr, Stage: r.Stage, Layers: [2]int{sh.First, sh.Last}, Heads: [2]int{sh.HeadLo, sh.HeadHi},
+			KVHeads: [2]int{sh.KVLo, sh.KVHi}, TPRank: sh.TPRank, TPSize: sh.TPSize,
+			Weights: r.Weights, KV: r.KV, Scratch: r.Scratch, MemAvailable: r.Mem,
+		})
+	}
+	return info
+}
+
+// interruptContext ends with the first SIGINT or SIGTERM, which starts a
+// graceful shutdown; a second one ends the process at once.
+func interruptContext(logf func(string, ...any)) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-sig:
+			logf("%v: shutting down (send it again to quit at once)", s)
+			cancel()
+		case <-done:
+			return
+		}
+		select {
+		case s := <-sig:
+			logf("%v again: quitting now", s)
+			os.Exit(130)
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sig)
+		close(done)
+		cancel()
+	}
+}

@@ -1,0 +1,96 @@
+package server
+
+import (
+	"testing"
+	"unicode/utf8"
+)
+
+// FuzzExtraRequests drives the parsing of the native, embeddings and
+// Responses endpoints' bodies: any body gives a request or a 400 with a
+// message (naming its field where it has one), never a panic.
+func FuzzExtraRequests(f *testing.F) {
+	for _, s := range []string{
+		`{"content":"Hello","add_special":true,"parse_special":false,"with_pieces":true}`,
+		`{"tokens":[1,2,3],"with_pieces":true}`,
+		`{"prompt":"x","n_predict":-1,"stop":["a"],"stream":true,"n_probs":0,"cache_prompt":true}`,
+		`{"prompt":[1,2],"n_predict":-5,"grammar":"root ::= \"a\""}`,
+		`{"model":"m","input":["a","b"],"encoding_format":"base64","dimensions":64}`,
+		`{"model":"m","input":[[1,2],[3]]}`, `{"input":[1,2,3]}`, `{"input":{"x":1}}`, `{"input":[]}`,
+		`{"model":"m","input":"hi","instructions":"be brief","max_output_tokens":5,"stream":true,"store":false}`,
+		`{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"a"}]},{"type":"message","role":"assistant","content":"b"}]}`,
+		`{"model":"m","input":[{"type":"reasoning","id":"rs_1"},{"role":"developer","content":[{"type":"input_image"}]}]}`,
+		`{"model":"m","input":"x","text":{"format":{"type":"json_schema","name":"n","schema":{"type":"object"}}},"reasoning":{"effort":"low"}}`,
+		`{"model":"m","input":"x","text":{"format":{"type":"json_schema"}},"truncation":"auto","tools":[{}],"background":true}`,
+		`{"model":"m","input":"x","max_output_tokens":0,"temperature":9,"previous_response_id":"resp_x"}`,
+		`[]`, `null`, "{\"input\":\"\xff\"}", `{"input":[{"role":"user","content":5}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	check := func(t *testing.T, what string, e *apiError) {
+		if e == nil {
+			return
+		}
+		if e.Status != 400 || e.Message == "" || !utf8.ValidString(e.Message) {
+			t.Fatalf("%s: %+v", what, e)
+		}
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var tr tokenizeRequest
+		check(t, "tokenize", parseJSON(body, &tr))
+		var dr detokenizeRequest
+		check(t, "detokenize", parseJSON(body, &dr))
+
+		var nr nativeRequest
+		if e := parseJSON(body, &nr); e == nil {
+			_, _, e := nr.params(func() uint64 { return 1 })
+			check(t, "native params", e)
+			_, _, e = parsePrompt(nr.Prompt)
+			check(t, "native prompt", e)
+			_, e = nr.outputConstraint()
+			check(t, "native constraint", e)
+		} else {
+			check(t, "native", e)
+		}
+
+		var er embeddingsRequest
+		if e := parseJSON(body, &er); e == nil {
+			texts, ids, e := parseEmbedInput(er.Input)
+			check(t, "embed input", e)
+			if e == nil && len(texts) == 0 && len(ids) == 0 {
+				t.Fatal("embeddings input accepted with nothing in it")
+			}
+			if e != nil && e.Param != "input" {
+				t.Fatalf("embed input error names %q", e.Param)
+			}
+		} else {
+			check(t, "embeddings", e)
+		}
+
+		var rr responsesRequest
+		if e := parseJSON(body, &rr); e == nil {
+			sr, e := rr.toSampling()
+			check(t, "responses fields", e)
+			if e == nil {
+				_, _, e = sr.params(func() uint64 { return 1 })
+				check(t, "responses params", e)
+				_, e = sr.outputConstraint()
+				check(t, "responses format", e)
+			}
+			msgs, e := inputMessages(rr.Input)
+			check(t, "responses input", e)
+			if e == nil && len(msgs) == 0 && string(rr.Input) != "" {
+				// only reasoning items: nothing to answer
+				for _, m := range msgs {
+					if m.Role == "" {
+						t.Fatal("a message without a role")
+					}
+				}
+			}
+			if e != nil && e.Param == "" {
+				t.Fatalf("responses input error names no field: %s", e.Message)
+			}
+		} else {
+			check(t, "responses", e)
+		}
+	})
+}
