@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -33,6 +34,12 @@ func runBenchServe(args []string, stdout, stderr io.Writer) error {
 	keyFile := fs.String("api-key-file", "", "file whose first line is the API key (OPENAI_API_KEY is used otherwise)")
 	fs.DurationVar(&c.Timeout, "timeout", 10*time.Minute, "per-request timeout")
 	fs.DurationVar(&c.Duration, "duration", 0, "stop sending new requests after this long (soak runs); 0 = send all --num-prompts")
+	responseFormat := fs.String("response-format", "", "send this response_format (JSON, or @FILE) with the constrained requests")
+	jsonSchema := fs.String("json-schema", "", "send this json_schema (a JSON Schema, or @FILE) with the constrained requests")
+	gbnf := fs.String("grammar", "", "send this GBNF grammar (text, or @FILE) with the constrained requests")
+	tools := fs.String("tools", "", "send these tools (a JSON array, or @FILE) with the constrained requests (--endpoint chat)")
+	toolChoice := fs.String("tool-choice", "", "tool_choice of the constrained requests: auto, required, none, or a function name")
+	fs.Float64Var(&c.ConstrainFraction, "constrained-fraction", 1, "share of the requests that carry the constraint flags, spread evenly")
 	jsonOut := fs.String("json", "", "write the summary and per-request timings as JSON to FILE")
 	plotOut := fs.String("plot", "", "write latency distributions and throughput as a PNG to FILE")
 	if _, err := parseInterspersed(fs, args); err != nil {
@@ -49,6 +56,9 @@ func runBenchServe(args []string, stdout, stderr io.Writer) error {
 			return usagef("--request-rate %q: want inf or a positive number", *rate)
 		}
 		c.RequestRate = r
+	}
+	if err := constraintFields(&c, *responseFormat, *jsonSchema, *gbnf, *tools, *toolChoice); err != nil {
+		return err
 	}
 	c.APIKey = os.Getenv("OPENAI_API_KEY")
 	if *keyFile != "" {
@@ -89,6 +99,54 @@ func runBenchServe(args []string, stdout, stderr io.Writer) error {
 	}
 	if rep.Failed > 0 {
 		return fmt.Errorf("%d of %d requests failed", rep.Failed, len(rep.Results))
+	}
+	return nil
+}
+
+// constraintFields reads the constraint flags of bench serve into the
+// request fields the constrained requests carry.
+func constraintFields(c *bench.ServeConfig, responseFormat, jsonSchema, gbnf, tools, toolChoice string) error {
+	read := func(flag, v string) ([]byte, error) {
+		if name, ok := strings.CutPrefix(v, "@"); ok {
+			data, err := os.ReadFile(name)
+			if err != nil {
+				return nil, fmt.Errorf("--%s: %w", flag, err)
+			}
+			return data, nil
+		}
+		return []byte(v), nil
+	}
+	c.Constrain = map[string]json.RawMessage{}
+	for _, f := range []struct{ flag, field, v string }{{"response-format", "response_format", responseFormat}, {"json-schema", "json_schema", jsonSchema}, {"tools", "tools", tools}} {
+		if f.v == "" {
+			continue
+		}
+		data, err := read(f.flag, f.v)
+		if err != nil {
+			return err
+		}
+		if !json.Valid(data) {
+			return usagef("--%s: not valid JSON", f.flag)
+		}
+		c.Constrain[f.field] = data
+	}
+	if gbnf != "" {
+		data, err := read("grammar", gbnf)
+		if err != nil {
+			return err
+		}
+		q, _ := json.Marshal(string(data))
+		c.Constrain["grammar"] = q
+	}
+	switch toolChoice {
+	case "":
+	case "auto", "required", "none":
+		c.Constrain["tool_choice"], _ = json.Marshal(toolChoice)
+	default:
+		c.Constrain["tool_choice"], _ = json.Marshal(map[string]any{"type": "function", "function": map[string]string{"name": toolChoice}})
+	}
+	if len(c.Constrain) == 0 {
+		c.Constrain = nil
 	}
 	return nil
 }

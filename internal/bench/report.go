@@ -74,10 +74,20 @@ type ServeReport struct {
 	ITL            Dist     `json:"itl"`
 	E2E            Dist     `json:"e2e_latency"`
 	FirstErrors    []string `json:"errors,omitempty"`
+	// Constrained counts the completed requests that carried the
+	// constraint fields, ToolCalls the tool calls of all replies; with
+	// both kinds in a run, the two halves' TTFT and TPOT apart.
+	Constrained int   `json:"constrained_requests,omitempty"`
+	ToolCalls   int   `json:"tool_calls,omitempty"`
+	TTFTCons    *Dist `json:"ttft_constrained,omitempty"`
+	TPOTCons    *Dist `json:"tpot_constrained,omitempty"`
+	TTFTFree    *Dist `json:"ttft_free,omitempty"`
+	TPOTFree    *Dist `json:"tpot_free,omitempty"`
 }
 
 func (r *ServeReport) summarize() {
 	var ttft, tpot, itl, e2e []time.Duration
+	var part [2][2][]time.Duration // [constrained][ttft, tpot]
 	errs := map[string]bool{}
 	for _, x := range r.Results {
 		if !x.OK {
@@ -94,9 +104,22 @@ func (r *ServeReport) summarize() {
 		ttft = append(ttft, x.TTFT)
 		e2e = append(e2e, x.E2E)
 		itl = append(itl, x.ITL...)
-		if x.OutputTokens > 1 {
-			tpot = append(tpot, (x.E2E-x.TTFT)/time.Duration(x.OutputTokens-1))
+		k := 0
+		if x.Constrained {
+			k = 1
+			r.Constrained++
 		}
+		r.ToolCalls += x.ToolCalls
+		part[k][0] = append(part[k][0], x.TTFT)
+		if x.OutputTokens > 1 {
+			d := (x.E2E - x.TTFT) / time.Duration(x.OutputTokens-1)
+			tpot = append(tpot, d)
+			part[k][1] = append(part[k][1], d)
+		}
+	}
+	if r.Constrained > 0 && r.Constrained < r.Completed {
+		d := [4]Dist{newDist(part[1][0]), newDist(part[1][1]), newDist(part[0][0]), newDist(part[0][1])}
+		r.TTFTCons, r.TPOTCons, r.TTFTFree, r.TPOTFree = &d[0], &d[1], &d[2], &d[3]
 	}
 	r.DurationS = r.Duration.Seconds()
 	if r.DurationS > 0 {
@@ -144,6 +167,17 @@ func (r *ServeReport) WriteTable(w io.Writer) {
 		line("Median "+d.short+" (ms):", d.d.Median)
 		line("P90 "+d.short+" (ms):", d.d.P90)
 		line("P99 "+d.short+" (ms):", d.d.P99)
+	}
+	if r.Constrained > 0 {
+		line("Constrained requests:", r.Constrained)
+		line("Tool calls:", r.ToolCalls)
+	}
+	if r.TTFTCons != nil {
+		fmt.Fprintf(w, "%s\n", center("Constrained vs free", '-'))
+		line("Median TTFT constrained (ms):", r.TTFTCons.Median)
+		line("Median TTFT free (ms):", r.TTFTFree.Median)
+		line("Median TPOT constrained (ms):", r.TPOTCons.Median)
+		line("Median TPOT free (ms):", r.TPOTFree.Median)
 	}
 	fmt.Fprintf(w, "%s\n", center("", '='))
 	for _, e := range r.FirstErrors {

@@ -45,11 +45,33 @@ type ServeConfig struct {
 	Duration time.Duration
 	// Log receives progress lines; nil discards them.
 	Log io.Writer
+	// Constrain are request fields sent with a share of the requests
+	// (response_format, tools, tool_choice, grammar, json_schema): the
+	// constrained requests. ConstrainFraction is that share, spread
+	// evenly over the run (0 with fields set means all).
+	Constrain         map[string]json.RawMessage
+	ConstrainFraction float64
+}
+
+// constrained says whether request i of the run carries the Constrain
+// fields: a fraction f of them, evenly spread (i+1)*f crossing an integer.
+func (c *ServeConfig) constrained(i int) bool {
+	if len(c.Constrain) == 0 {
+		return false
+	}
+	f := c.ConstrainFraction
+	if f <= 0 || f >= 1 {
+		return true
+	}
+	return math.Floor(float64(i+1)*f) > math.Floor(float64(i)*f)
 }
 
 // RequestResult is one request's measurements.
 type RequestResult struct {
-	OK           bool            `json:"ok"`
+	OK          bool `json:"ok"`
+	Constrained bool `json:"constrained,omitempty"`
+	// ToolCalls counts the tool calls of the reply.
+	ToolCalls    int             `json:"tool_calls,omitempty"`
 	Error        string          `json:"error,omitempty"`
 	PromptTokens int             `json:"prompt_tokens"`
 	OutputTokens int             `json:"output_tokens"`
@@ -92,6 +114,19 @@ func RunServe(ctx context.Context, cfg ServeConfig) (*ServeReport, error) {
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 10 * time.Minute
+	}
+	if cfg.ConstrainFraction < 0 || cfg.ConstrainFraction > 1 {
+		return nil, fmt.Errorf("bench serve: --constrained-fraction %g: want a share in [0, 1]", cfg.ConstrainFraction)
+	}
+	for k := range cfg.Constrain {
+		switch k {
+		case "tools", "tool_choice", "response_format", "grammar", "json_schema", "parallel_tool_calls":
+		default:
+			return nil, fmt.Errorf("bench serve: %q is not a constraint field (tools, tool_choice, parallel_tool_calls, response_format, grammar, json_schema)", k)
+		}
+		if _, chat := cfg.Constrain["tools"]; chat && cfg.Endpoint != "chat" {
+			return nil, errors.New("bench serve: tools need --endpoint chat")
+		}
 	}
 	if cfg.Log == nil {
 		cfg.Log = io.Discard
@@ -144,7 +179,7 @@ func RunServe(ctx context.Context, cfg ServeConfig) (*ServeReport, error) {
 			if sem != nil {
 				defer func() { <-sem }()
 			}
-			r := doRequest(ctx, client, cfg, p)
+			r := doRequest(ctx, client, cfg, p, cfg.constrained(i))
 			r.Start -= start.Sub(time.Time{})
 			rep.Results[i] = r
 		}()
@@ -170,7 +205,7 @@ func randomPrompts(ctx context.Context, client *http.Client, cfg ServeConfig, rn
 	}
 	probe := max(cfg.InputLen, 32)
 	r := doRequest(ctx, client, ServeConfig{URL: cfg.URL, Model: cfg.Model, APIKey: cfg.APIKey, Endpoint: cfg.Endpoint, Timeout: cfg.Timeout},
-		prompt{text: words(probe), outLen: 1})
+		prompt{text: words(probe), outLen: 1}, false)
 	if !r.OK {
 		return nil, fmt.Errorf("bench serve: calibration request to %s failed: %s", cfg.URL, r.Error)
 	}
@@ -224,13 +259,18 @@ func loadDataset(path string, n, outLen int) ([]prompt, error) {
 
 // doRequest sends one streaming request and times its tokens. Start is set
 // as the absolute time since the zero time; RunServe makes it relative.
-func doRequest(ctx context.Context, client *http.Client, cfg ServeConfig, p prompt) RequestResult {
-	var res RequestResult
+func doRequest(ctx context.Context, client *http.Client, cfg ServeConfig, p prompt, constrained bool) RequestResult {
+	res := RequestResult{Constrained: constrained}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	body := map[string]any{
 		"model": cfg.Model, "max_tokens": p.outLen, "stream": true, "temperature": 0,
 		"ignore_eos": true, "stream_options": map[string]any{"include_usage": true},
+	}
+	if constrained {
+		for k, v := range cfg.Constrain {
+			body[k] = v
+		}
 	}
 	path := "/v1/completions"
 	if cfg.Endpoint == "chat" {
@@ -287,6 +327,9 @@ func doRequest(ctx context.Context, client *http.Client, cfg ServeConfig, p prom
 						Delta struct {
 							Content          string `json:"content"`
 							ReasoningContent string `json:"reasoning_content"`
+							ToolCalls        []struct {
+								ID string `json:"id"`
+							} `json:"tool_calls"`
 						} `json:"delta"`
 					} `json:"choices"`
 					Usage *struct {
@@ -307,7 +350,12 @@ func doRequest(ctx context.Context, client *http.Client, cfg ServeConfig, p prom
 				}
 				now := time.Now()
 				for _, c := range ev.Choices {
-					if c.Text == "" && c.Delta.Content == "" && c.Delta.ReasoningContent == "" {
+					for _, tc := range c.Delta.ToolCalls {
+						if tc.ID != "" {
+							res.ToolCalls++
+						}
+					}
+					if c.Text == "" && c.Delta.Content == "" && c.Delta.ReasoningContent == "" && len(c.Delta.ToolCalls) == 0 {
 						continue
 					}
 					if chunks == 0 {

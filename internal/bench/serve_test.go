@@ -41,7 +41,7 @@ func startBraid(t *testing.T, parallel int) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const ctxLen = 512
+	const ctxLen = 2048
 	cache, err := m.NewCache(model.CacheSize{Positions: parallel * ctxLen, Ctx: ctxLen})
 	if err != nil {
 		t.Fatal(err)
@@ -99,6 +99,47 @@ func TestRunServeAgainstBraid(t *testing.T) {
 		if rep.TTFT.N != 12 || rep.TTFT.Median <= 0 || rep.E2E.P99 < rep.E2E.Median || rep.OutputTPS <= 0 {
 			t.Errorf("%s: bad summary %+v", endpoint, rep)
 		}
+	}
+}
+
+// TestRunServeConstrained: half the requests carry a JSON schema (and,
+// in chat, forced tool calls): they are counted apart, the tool calls
+// counted, and every reply still streams.
+func TestRunServeConstrained(t *testing.T) {
+	url := startBraid(t, 4)
+	schema := json.RawMessage(`{"type":"object","properties":{"a":{"type":"integer","minimum":0,"maximum":99}},"required":["a"],"additionalProperties":false}`)
+	for _, c := range []map[string]json.RawMessage{
+		{"json_schema": schema},
+		{"tools": json.RawMessage(`[{"type":"function","function":{"name":"f","parameters":` + string(schema) + `}}]`), "tool_choice": json.RawMessage(`"required"`), "parallel_tool_calls": json.RawMessage(`false`)},
+	} {
+		endpoint := "completions"
+		if _, ok := c["tools"]; ok {
+			endpoint = "chat"
+		}
+		rep, err := RunServe(context.Background(), ServeConfig{
+			URL: url, Model: "stories", Endpoint: endpoint, NumPrompts: 8, InputLen: 16, OutputLen: 150,
+			Concurrency: 4, RequestRate: math.Inf(1), Seed: 3, Constrain: c, ConstrainFraction: 0.5,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Completed != 8 || rep.Constrained != 4 {
+			t.Fatalf("%s: %d completed, %d constrained: %v", endpoint, rep.Completed, rep.Constrained, rep.FirstErrors)
+		}
+		if endpoint == "chat" && rep.ToolCalls != 4 {
+			t.Errorf("%d tool calls from 4 forced requests", rep.ToolCalls)
+		}
+		if rep.TTFTCons == nil || rep.TTFTFree == nil || rep.TTFTCons.N != 4 {
+			t.Errorf("%s: the halves are not summarised apart: %+v", endpoint, rep)
+		}
+		var buf bytes.Buffer
+		rep.WriteTable(&buf)
+		if !strings.Contains(buf.String(), "Constrained requests:") || !strings.Contains(buf.String(), "Median TPOT constrained") {
+			t.Errorf("table:\n%s", buf.String())
+		}
+	}
+	if _, err := RunServe(context.Background(), ServeConfig{URL: url, Model: "stories", NumPrompts: 1, InputLen: 4, OutputLen: 4, Constrain: map[string]json.RawMessage{"temperature": json.RawMessage("1")}}); err == nil {
+		t.Error("a field that is not a constraint was accepted")
 	}
 }
 
