@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"time"
 
 	"braid/internal/gguf"
@@ -44,8 +45,7 @@ func prefault(m *gguf.Model, stderr io.Writer) {
 	if show {
 		fmt.Fprintf(stderr, "\rloading %s: done (%s)%20s\n", m.Files[0].Path, sysinfo.FormatBytes(uint64(total)), "")
 	}
-	prefaultSink = sink
+	// The sum is never read, so without this the compiler may drop the
+	// loads that fault the pages in.
+	runtime.KeepAlive(sink)
 }
-
-// prefaultSink keeps the reads of prefault from being optimised away.
-var prefaultSink byte

@@ -94,13 +94,12 @@ type Worker struct {
 
 // holding is a loaded shard.
 type holding struct {
-	key      loadKey
-	path     string
-	file     *gguf.Model
-	pool     *kernels.Pool
-	r        *rank
-	weights  int64
-	kvConfig string
+	key     loadKey
+	path    string
+	file    *gguf.Model
+	pool    *kernels.Pool
+	r       *rank
+	weights int64
 }
 
 type loadKey struct {

@@ -499,7 +499,8 @@ func TestOpsAttentionRows(t *testing.T) {
 func TestOpsActivations(t *testing.T) {
 	r := rand.New(rand.NewPCG(15, 16))
 	x := opsRandF32(r, 1000, 12)
-	x = append(x, 0, -0.0, 100, -100, 1e-8, float32(math.Inf(1)))
+	// A Go literal -0.0 is +0: the negative zero has to be built.
+	x = append(x, 0, float32(math.Copysign(0, -1)), 100, -100, 1e-8, float32(math.Inf(1)))
 	silu64 := func(v float64) float64 { return v / (1 + math.Exp(-v)) }
 	gelu := func(v float64) float64 {
 		return 0.5 * v * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(v+0.044715*v*v*v)))

@@ -199,15 +199,6 @@ func (t *Tokenizer) markControl(id int32) {
 	t.attrs[id] |= attrControl
 }
 
-func (t *Tokenizer) findFirst(texts ...string) int32 {
-	for _, s := range texts {
-		if id, ok := t.index[s]; ok {
-			return id
-		}
-	}
-	return -1
-}
-
 // initSpecial reproduces llama.cpp's fix-ups of special tokens: end-of-turn
 // detection by text, the end-of-generation set, per-model strip flags, and
 // the list of tokens split out of text before tokenizing.
