@@ -56,6 +56,10 @@ type HiddenDrafter interface {
 	// accepted. toks is every token of the sequence known by then (the
 	// prompt; after a verification, with the tokens it produced).
 	Observe(seq kvcache.SeqID, toks []int32, pos int, hidden []float32) error
+	// PrefillChunk is the tokens per step of a prompt whose every position
+	// is an output: the backend's own step (MaxBatch), so that the prompt
+	// is evaluated in the steps a plain prefill takes.
+	PrefillChunk() int
 }
 
 // DraftRequest is one sequence's part of a Draft call.
@@ -85,6 +89,9 @@ type DraftRequest struct {
 type HiddenBackend interface {
 	Backend
 	ForwardHidden(b *model.Batch, out Output, logits, hidden []float32) error
+	// Head is the output head over hidden states, each row as a step that
+	// outputs that token alone computes it.
+	Head(hidden, logits []float32) error
 }
 
 // ForwardHidden is Forward that also writes each output token's
@@ -92,6 +99,9 @@ type HiddenBackend interface {
 func (l *Local) ForwardHidden(b *model.Batch, _ Output, logits, hidden []float32) error {
 	return l.M.ForwardHidden(l.Cache, b, logits, hidden)
 }
+
+// Head is the model's output head over final-normed hidden states.
+func (l *Local) Head(hidden, logits []float32) error { return l.M.Head(hidden, logits) }
 
 // MaxDrafts bounds --spec-n-max.
 const MaxDrafts = 32
@@ -113,6 +123,14 @@ type Spec struct {
 	SynthSeed  uint64
 	// Stats, when set, accumulates the counts.
 	Stats *SpecStats
+	// Exact, when set, is called with the tokens of a verification step
+	// before it runs and with 0 after: kernels.Pool.SetExactColumns of the
+	// target's pools (every rank's), so that the step computes each token
+	// bit for bit as a one-token step does. The kernels' multi-column tiles
+	// differ from the one-column dot in the order of float operations;
+	// without this a greedy near tie can go the other way than without
+	// speculation.
+	Exact func(tokens int)
 }
 
 // Validate checks the configuration against a backend.

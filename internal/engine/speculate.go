@@ -29,11 +29,8 @@ type specState struct {
 	toks   []int32   // the sequence's tokens
 	synth  *rand.Rand
 	cond   []float64 // synthetic conditional acceptance per position
+	chunk  int       // prompt tokens per step when every one is an output
 }
-
-// prefillChunk is the tokens per prefill step when the drafter reads the
-// prompt's hidden states: every one is an output row.
-const prefillChunk = 32
 
 // NewSpecGenerator makes a generator that decodes speculatively with
 // spec's drafter. It refuses a configuration the backend cannot run (see
@@ -51,7 +48,8 @@ func NewSpecGenerator(b Backend, spec Spec) (*Generator, error) {
 		s.width = w
 		s.hb = b.(HiddenBackend)
 		s.hd = spec.Drafter.(HiddenDrafter)
-		rows = max(rows, prefillChunk)
+		s.chunk = max(1, s.hd.PrefillChunk())
+		rows = max(rows, s.chunk)
 		s.hidden = make([]float32, rows*w)
 	}
 	if spec.SynthRates != nil {
@@ -98,12 +96,14 @@ func (g *Generator) generateSpec(ctx context.Context, r Request) (st Stats, err 
 	need := func(history int) Output { return NeedFor(params, history, false) }
 	start := time.Now()
 	// Prefill; a drafter reading hidden states gets every prompt
-	// position's, so its own cache is warm from the first draft.
+	// position's, so its own cache is warm from the first draft. The
+	// prompt then goes in the steps a plain prefill takes (the backend's
+	// MaxBatch), and the last row's logits are the head's over its state
+	// alone, as a plain prefill computes them.
 	P := len(r.Prompt)
-	last := 0 // the row of the prompt's last token
 	if s.hd != nil {
-		for lo := 0; lo < P; lo += prefillChunk {
-			hi := min(lo+prefillChunk, P)
+		for lo := 0; lo < P; lo += s.chunk {
+			hi := min(lo+s.chunk, P)
 			g.batch.Reset()
 			for i := lo; i < hi; i++ {
 				g.batch.Add(r.Prompt[i], int32(i), r.Seq, true)
@@ -114,7 +114,11 @@ func (g *Generator) generateSpec(ctx context.Context, r Request) (st Stats, err 
 			if err := s.hd.Observe(r.Seq, r.Prompt, lo, s.hidden[:(hi-lo)*s.width]); err != nil {
 				return st, err
 			}
-			last = hi - lo - 1
+			if hi == P {
+				if err := s.hb.Head(s.hidden[(hi-lo-1)*s.width:(hi-lo)*s.width], g.logits[:V]); err != nil {
+					return st, err
+				}
+			}
 		}
 	} else {
 		g.batch.Reset()
@@ -129,7 +133,7 @@ func (g *Generator) generateSpec(ctx context.Context, r Request) (st Stats, err 
 	for _, id := range r.Prompt {
 		r.Sampler.Accept(id)
 	}
-	id := r.Sampler.Sample(g.logits[last*V : (last+1)*V])
+	id := r.Sampler.Sample(g.logits[:V])
 	r.Sampler.Accept(id)
 	st.TTFT = time.Since(start)
 	decodeStart := time.Now()
@@ -192,7 +196,14 @@ func (g *Generator) generateSpec(ctx context.Context, r Request) (st Stats, err 
 			g.batch.Add(d, int32(n+1+i), r.Seq, true)
 		}
 		kd := len(s.drafts)
-		if err := g.forward(need(len(toks)), kd+1); err != nil {
+		if s.cfg.Exact != nil && kd > 0 {
+			s.cfg.Exact(kd + 1)
+		}
+		err := g.forward(need(len(toks)), kd+1)
+		if s.cfg.Exact != nil && kd > 0 {
+			s.cfg.Exact(0)
+		}
+		if err != nil {
 			return st, err
 		}
 		accepted := s.verify(r.Sampler, g.logits, V, sampled)

@@ -110,12 +110,13 @@ func (p *Pool) matMul(dst []float32, w *Matrix, x []float32, n int) {
 
 	j := &p.job.mm
 	*j = matJob{impl: impl, w: w.Data, ldw: ldw, rows: w.Rows, cols: w.Cols, n: n, dst: dst}
-	if n > 1 {
+	tiles := n > p.exactCols // else every vector by the row dot (SetExactColumns)
+	if n > 1 && tiles {
 		j.mm = impl.mm
 	}
 	key := actKey{x: &x[0], n: n, cols: w.Cols, act: impl.act}
 	switch {
-	case n > 1 && impl.mmWide != nil:
+	case n > 1 && tiles && impl.mmWide != nil:
 		j.mm = impl.mmWide
 		key.wide = impl.wideKind
 		if key == p.actKey && key.wide != "" {

@@ -41,6 +41,8 @@ type Pool struct {
 	actKey  actKey // what actX holds, within one MatMulShared
 	actX    []byte
 	actLdx  int
+
+	exactCols int // see SetExactColumns
 }
 
 // job describes the work of one parallel call; workers read it after being

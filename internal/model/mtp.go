@@ -61,6 +61,27 @@ func bindMTP(b *binder, fam *family, w *weights) *mtpHead {
 	return h
 }
 
+// Head is the output head alone over final-normed hidden states (as
+// ForwardHidden returns them, Cfg.Embd values each): this rank's
+// vocabulary slice of each row's logits, one product per row, so a row's
+// logits are bit for bit those of a Forward that outputs that token alone.
+// (A drafter that reads every prompt position's state has the prompt
+// evaluated with every row an output; this gives its last row the logits
+// a plain prefill gives.)
+func (m *Model) Head(hidden, logits []float32) error {
+	E, V := m.Cfg.Embd, m.sh.Vocab()
+	if len(hidden)%E != 0 || len(logits) < len(hidden)/E*V {
+		return fmt.Errorf("%w: %d hidden values and %d logits for rows of %d and %d", ErrBadBatch, len(hidden), len(logits), E, V)
+	}
+	if !m.sh.LastStage(&m.Cfg) || m.w.output.Rows == 0 {
+		return nil
+	}
+	for r := 0; r < len(hidden)/E; r++ {
+		m.pool.MatMul(logits[r*V:(r+1)*V], &m.w.output, hidden[r*E:(r+1)*E], 1)
+	}
+	return nil
+}
+
 // HasMTP reports whether the model was loaded with its MTP head.
 func (m *Model) HasMTP() bool { return m.mtp != nil }
 

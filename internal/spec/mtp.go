@@ -62,6 +62,10 @@ func NewMTP(m *model.Model, cache *kvcache.Cache, maxBatch int) (*MTP, error) {
 		hprev: make([]float32, maxBatch*E), zeros: make([]float32, E)}, nil
 }
 
+// PrefillChunk is the model's MaxBatch: the prompt goes in the steps a
+// plain prefill takes.
+func (d *MTP) PrefillChunk() int { return d.maxBatch }
+
 // Hidden is the model's embedding width: the head reads the target's
 // hidden states.
 func (d *MTP) Hidden() int { return d.E }

@@ -89,7 +89,7 @@ func TestMTPGreedySame(t *testing.T) {
 					t.Fatal(err)
 				}
 				st := &engine.SpecStats{}
-				g, err := engine.NewSpecGenerator(b, engine.Spec{Drafter: d, NMin: c.nmin, NMax: c.nmax, Stats: st})
+				g, err := engine.NewSpecGenerator(b, engine.Spec{Drafter: d, NMin: c.nmin, NMax: c.nmax, Stats: st, Exact: exactOn(lm.pool)})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -123,28 +123,33 @@ func TestMTPGreedySame(t *testing.T) {
 // state.
 func TestMTPDraftsAreTheHeads(t *testing.T) {
 	path := sharedModel(t, "glm4moe/tiny-glm4moe-F32.gguf")
-	lm := load(t, path, model.Options{MTP: true}, 512)
+	// Steps of 16 tokens: the 39-token prompt is evaluated in three, and
+	// the head's cache is filled over them.
+	lm := load(t, path, model.Options{MTP: true, MaxBatch: 16}, 512)
 	b := engine.NewLocal(lm.m, lm.cache)
 	mc, err := lm.m.NewMTPCache(model.CacheSize{Positions: 512})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := NewMTP(lm.m, mc, 64)
+	d, err := NewMTP(lm.m, mc, 16)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec := &recorder{HiddenDrafter: d}
-	g, err := engine.NewSpecGenerator(b, engine.Spec{Drafter: rec, NMin: 2, NMax: 2})
+	g, err := engine.NewSpecGenerator(b, engine.Spec{Drafter: rec, NMin: 2, NMax: 2, Exact: exactOn(lm.pool)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A prompt longer than a prefill chunk, so the head's cache is filled
-	// over several chunks.
 	long := slices.Concat(prompt, prompt, prompt[:7])
-	generate(t, g, b.Vocab(), long, 24)
+	want := generate(t, engine.NewGenerator(b), b.Vocab(), long, 24)
+	if got := generate(t, g, b.Vocab(), long, 24); !slices.Equal(got, want) {
+		t.Errorf("after a prompt of three steps: MTP speculative output differs from plain greedy:\n got %v\nwant %v", got, want)
+	}
 	if len(rec.toks) == 0 {
 		t.Fatal("no drafts")
 	}
+	// The oracle evaluates whole sequences in one step.
+	lm = load(t, path, model.Options{MTP: true, MaxBatch: 64}, 512)
 	E, V := lm.m.Cfg.Embd, lm.m.Cfg.Vocab
 	for i, toks := range rec.toks {
 		L := len(toks)

@@ -2,6 +2,7 @@ package spec
 
 import (
 	"context"
+	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -31,6 +32,7 @@ type loadedModel struct {
 	f     *gguf.Model
 	m     *model.Model
 	cache *kvcache.Cache
+	pool  *kernels.Pool
 }
 
 // load opens path on this node with a cache of positions (F32 or F16 rows).
@@ -54,7 +56,7 @@ func load(t testing.TB, path string, opt model.Options, positions int) *loadedMo
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &loadedModel{f: f, m: m, cache: cache}
+	return &loadedModel{f: f, m: m, cache: cache, pool: pool}
 }
 
 func greedy(t testing.TB, vocab int) *sample.Sampler {
@@ -106,11 +108,21 @@ func (s *scripted) Draft(reqs []engine.DraftRequest) error {
 	return nil
 }
 
-// checkSame generates with each drafter on b and compares with want.
-func checkSame(t *testing.T, b engine.Backend, want []int32, name string, spec engine.Spec) *engine.SpecStats {
+// exactOn is Spec.Exact for pools.
+func exactOn(pools ...*kernels.Pool) func(int) {
+	return func(n int) {
+		for _, p := range pools {
+			p.SetExactColumns(n)
+		}
+	}
+}
+
+// checkSame generates with each drafter on b (whose kernel pools exact
+// sets) and compares with want.
+func checkSame(t *testing.T, b engine.Backend, exact func(int), prompt, want []int32, name string, spec engine.Spec) *engine.SpecStats {
 	t.Helper()
 	st := &engine.SpecStats{}
-	spec.Stats = st
+	spec.Stats, spec.Exact = st, exact
 	g, err := engine.NewSpecGenerator(b, spec)
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
@@ -182,9 +194,63 @@ func TestGreedySameWorld1(t *testing.T) {
 			}
 			specs := drafters(t, want, b.Vocab(), draft)
 			for _, name := range sortedKeys(specs) {
-				checkSame(t, b, want, name, specs[name])
+				checkSame(t, b, exactOn(target.pool), prompt, want, name, specs[name])
 			}
 		})
+	}
+}
+
+// TestGreedySameNearTie: a generation with a near tie that the kernels'
+// multi-column tiles and the one-column dot decide differently (found by
+// braid bench: tiny-llama Q4_K_M from a random 16-token prompt, the 45th
+// token): with Spec.Exact the verification computes each token as a
+// one-token step does and the output is the plain one.
+func TestGreedySameNearTie(t *testing.T) {
+	lm := load(t, sharedModel(t, "tiny-llama/tiny-llama-Q4_K_M.gguf"), model.Options{MaxBatch: 512}, 256)
+	b := engine.NewLocal(lm.m, lm.cache)
+	rng := rand.New(rand.NewPCG(16, 7))
+	pr := make([]int32, 16)
+	for i := range pr {
+		pr[i] = int32(rng.IntN(b.Vocab()))
+	}
+	want := generate(t, engine.NewGenerator(b), b.Vocab(), pr, 64)
+	for _, nmax := range []int{2, 4} {
+		for _, exact := range []bool{false, true} {
+			s := engine.Spec{Drafter: &NGram{}, NMax: nmax}
+			if exact {
+				s.Exact = exactOn(lm.pool)
+			}
+			g, err := engine.NewSpecGenerator(b, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := generate(t, g, b.Vocab(), pr, 64)
+			switch {
+			case exact && !slices.Equal(got, want):
+				t.Errorf("n-max %d: output differs from plain greedy:\n got %v\nwant %v", nmax, got, want)
+			case !exact && !slices.Equal(got, want):
+				t.Logf("n-max %d without exact verification: differs at a near tie, as expected of the tiles", nmax)
+			}
+		}
+	}
+}
+
+// TestGreedySameWindowWrap: far past gpt-oss's 16-token window with steps
+// of at most 8 tokens, so the sliding-window rings wrap many times and
+// every truncation lands inside them.
+func TestGreedySameWindowWrap(t *testing.T) {
+	lm := load(t, sharedModel(t, "gpt-oss/tiny-gpt-oss-Q8_0.gguf"), model.Options{MaxBatch: 8}, 512)
+	b := engine.NewLocal(lm.m, lm.cache)
+	const n = 160
+	want := generate(t, engine.NewGenerator(b), b.Vocab(), prompt[:6], n)
+	for name, s := range map[string]engine.Spec{
+		"ngram-fixed4":    {Drafter: &NGram{Min: 1, Max: 3}, NMin: 4, NMax: 4},
+		"scripted-fixed7": {Drafter: &scripted{prompt: prompt[:6], ref: want, vocab: b.Vocab()}, NMin: 7, NMax: 7},
+	} {
+		checkSame(t, b, exactOn(lm.pool), prompt[:6], want, name, s)
+	}
+	if _, err := engine.NewSpecGenerator(b, engine.Spec{Drafter: &NGram{}, NMax: 8}); err == nil || !strings.Contains(err.Error(), "sliding-window") {
+		t.Errorf("a step of 9 tokens on rings sized for 8: got %v, want a refusal", err)
 	}
 }
 
@@ -200,7 +266,7 @@ func TestDraftAcceptsItself(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := checkSame(t, b, want, "self", engine.Spec{Drafter: d, NMin: 4, NMax: 4})
+	st := checkSame(t, b, exactOn(target.pool), prompt, want, "self", engine.Spec{Drafter: d, NMin: 4, NMax: 4})
 	if st.AcceptedTotal() != st.DraftedTotal() || st.DraftedTotal() == 0 {
 		t.Errorf("a draft model identical to the target: %s, want every draft accepted", st)
 	}

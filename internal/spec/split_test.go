@@ -27,6 +27,7 @@ type world struct {
 	groups []*model.LocalGroup
 	stages [][]*model.LocalStage
 	logits [][]float32
+	pools  []*kernels.Pool
 	start  []chan *model.Batch
 	done   chan error
 	errs   []error
@@ -62,6 +63,7 @@ func newWorld(t testing.TB, path string, tp, pp int, weights []float64, position
 		s, r := rank/tp, rank%tp
 		pool := kernels.NewPool(1)
 		t.Cleanup(pool.Close)
+		w.pools = append(w.pools, pool)
 		opt := model.Options{MaxBatch: 64, Comm: w.groups[s].Comm(r), Shard: &shards[rank]}
 		if pp > 1 {
 			opt.Stage = w.stages[r][s]
@@ -187,7 +189,7 @@ func TestGreedySameSplit(t *testing.T) {
 			draft := load(t, sharedModel(t, "stories260K/stories260K-Q8_0.gguf"), model.Options{}, 256)
 			specs := drafters(t, want, w.Vocab(), draft)
 			for _, name := range sortedKeys(specs) {
-				checkSame(t, w, want, name, specs[name])
+				checkSame(t, w, exactOn(w.pools...), prompt, want, name, specs[name])
 			}
 		})
 	}
