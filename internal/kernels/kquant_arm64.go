@@ -6,6 +6,8 @@ import (
 	"braid/internal/quant"
 )
 
+//go:generate sh -c "python3 kquant_arm64_gen.py > kquant_arm64.s"
+
 // Assembly kernels in kquant_arm64.s. Each takes nb >= 1 whole super-blocks
 // of weights at w and Q8_K activations at x; the Go wrappers check lengths.
 
