@@ -66,7 +66,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "serve" {
 		return runBenchServe(args[1:], stdout, stderr)
 	}
-	fs := newFlags("bench", "-m MODEL [-p 512] [-n 128] [-r 5] [-t THREADS] [--json]", stderr)
+	fs := newFlags("bench", "-m MODEL [-p 512] [-n 128] [-r 5] [-t THREADS] [--json] [--spec ngram|draft|mtp [--model-draft F] [--spec-n-max 0,1,2,4] [--spec-synth-rates P1,P2,...]]", stderr)
 	path := fs.String("m", "", "model file, or ORG/NAME[:QUANT] from the Hugging Face hub cache")
 	pull := pullFlag(fs)
 	pFlag := fs.String("p", "512", "prompt lengths, comma-separated (0 = no prefill test)")
@@ -81,11 +81,20 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	profile := fs.Bool("profile", false, "with --workers: after the runs, one more decode run timed per rank (compute, all-reduce waits, idle; per layer), bytes sent, communication share, frames per step")
 	var cf clusterFlags
 	cf.register(fs)
+	var sf specFlags
+	sf.register(fs, true)
+	promptFile := fs.String("prompt-file", "", "with --spec: generate from this text (tokenized) instead of -p random tokens")
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return err
 	}
 	if *path == "" {
 		return usagef("-m MODEL is required")
+	}
+	if err := sf.check(true); err != nil {
+		return err
+	}
+	if *promptFile != "" && !sf.active() {
+		return usagef("--prompt-file is for --spec runs")
 	}
 	hm, err := resolveModel(path, *pull, stderr)
 	if err != nil {
@@ -141,6 +150,14 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		for _, n := range ns {
 			longest = max(longest, p+n, *depth+n)
 		}
+	}
+	if sf.active() {
+		text, err := readPromptFile(*promptFile)
+		if err != nil {
+			return err
+		}
+		return runBenchSpec(&sf, benchSpecArgs{path: *path, hub: hm, ts: ts, ps: ps, ns: ns, nps: nps, depth: *depth, reps: *reps,
+			json: *asJSON, kvF32: *kvF32, prompt: text}, &cf, stdout, stderr)
 	}
 	var rows []benchRow
 	for _, t := range ts {

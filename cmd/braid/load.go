@@ -31,6 +31,8 @@ type modelFlags struct {
 	// hub is the model -m named, once resolved (pull.go).
 	pull bool
 	hub  *hub.Model
+	// mtp loads the model's MTP head too (--spec mtp).
+	mtp bool
 }
 
 // limitProcs sets GOMAXPROCS to a rank's compute threads when they are
@@ -117,7 +119,7 @@ func loadModel(f *modelFlags, seqs int, stderr io.Writer) (*loaded, error) {
 	warnContext(file, est.ctx, f.batch, stderr)
 	prefault(file, stderr)
 	pool := kernels.NewPool(f.threads)
-	m, err := model.New(file, pool, model.Options{MaxBatch: f.batch})
+	m, err := model.New(file, pool, model.Options{MaxBatch: f.batch, MTP: f.mtp})
 	if err != nil {
 		pool.Close()
 		file.Close()

@@ -21,7 +21,7 @@ func init() {
 }
 
 func runRun(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("run", "-m MODEL (-p TEXT | -f FILE) [-n N] [--chat [--system TEXT] [--hide-reasoning] [--reasoning-format auto|none] [--reasoning-effort E]] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S] [-c CTX] [-t THREADS]", stderr)
+	fs := newFlags("run", "-m MODEL (-p TEXT | -f FILE) [-n N] [--chat [--system TEXT] [--hide-reasoning] [--reasoning-format auto|none] [--reasoning-effort E]] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S] [-c CTX] [-t THREADS] [--spec ngram|draft|mtp|none [--model-draft F] [--spec-n-max N] [--spec-n-min N]]", stderr)
 	var mf modelFlags
 	mf.register(fs)
 	var cf clusterFlags
@@ -41,7 +41,12 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	minP := fs.Float64("min-p", float32Default(def.MinP), "min-p; 0 = off")
 	repeat := fs.Float64("repeat-penalty", 1, "repetition penalty; 1 = off")
 	seed := seedFlag(fs)
+	var sf specFlags
+	sf.register(fs, false)
 	if _, err := parseInterspersed(fs, args); err != nil {
+		return err
+	}
+	if err := sf.check(false); err != nil {
 		return err
 	}
 	text, err := readPrompt(fs, *prompt, *promptFile)
@@ -71,11 +76,19 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	if err := params.Validate(); err != nil {
 		return usageError{err}
 	}
+	if err := sf.prepare(&mf, &cf, stderr); err != nil {
+		return err
+	}
 	l, err := loadBackend(&mf, &cf, 1, stderr)
 	if err != nil {
 		return err
 	}
 	defer l.Close()
+	gen, sst, release, err := sf.generator(l, &mf, stderr)
+	if err != nil {
+		return err
+	}
+	defer release()
 	tok, err := tokenizer.FromGGUF(l.file)
 	if err != nil {
 		return err
@@ -119,7 +132,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()
 	var tm tokenTimes
-	st, err := l.generate(ctx, engine.Request{
+	st, err := gen.Generate(ctx, engine.Request{
 		Prompt: ids, MaxTokens: maxTok, Context: l.ctx, Sampler: smp, Stop: tok.IsEOG,
 		Emit: func(id int32) error {
 			tm.mark()
@@ -135,6 +148,9 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stderr, "prompt %d tokens, %.1f tok/s | generated %d tokens, %.1f tok/s | time to first token %.0f ms\n",
 		st.PromptTokens, st.PrefillTPS(), st.GenTokens, tm.rate(st), float64(st.TTFT.Microseconds())/1000)
+	if sst != nil {
+		fmt.Fprintln(stderr, sf.summary(sst))
+	}
 	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		return fmt.Errorf("interrupted after %d tokens", st.GenTokens)
 	}

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"braid/internal/modelgen"
+	"braid/internal/quant"
+)
+
+// TestRunSpec: braid run with every drafter prints what it prints without
+// speculation (greedy), and a summary of the drafts.
+func TestRunSpec(t *testing.T) {
+	stories := filepath.Join(shared, "models", "stories260K", "stories260K-F32.gguf")
+	draft := filepath.Join(shared, "models", "stories260K", "stories260K-Q8_0.gguf")
+	glm := filepath.Join(shared, "models", "glm4moe", "tiny-glm4moe-Q8_0.gguf")
+	needShared(t, stories)
+	needShared(t, glm)
+	for _, c := range []struct {
+		model string
+		args  []string
+	}{
+		{stories, []string{"--spec", "ngram"}},
+		{stories, []string{"--spec", "ngram", "--spec-n-max", "3", "--spec-n-min", "3"}},
+		{stories, []string{"--spec", "draft", "--model-draft", draft, "--spec-n-max", "4"}},
+		{stories, []string{"--spec", "draft", "-md", draft, "--spec-n-min", "2"}},
+		{glm, []string{"--spec", "mtp"}},
+		{glm, []string{"--spec", "mtp", "--spec-n-max", "2", "--spec-n-min", "2"}},
+	} {
+		name := filepath.Base(c.model) + " " + strings.Join(c.args, " ")
+		base := []string{"run", "-m", c.model, "-p", "Once upon a time", "-n", "48", "--temp", "0", "-t", "1"}
+		want, errOut, code := braid(t, "", base...)
+		if code != 0 {
+			t.Fatalf("%s: plain run: exit %d: %s", name, code, errOut)
+		}
+		got, errOut, code := braid(t, "", append(base, c.args...)...)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", name, code, errOut)
+		}
+		if got != want {
+			t.Errorf("%s: output differs from the run without --spec:\n got %q\nwant %q", name, got, want)
+		}
+		if !strings.Contains(errOut, "speculative decoding (") || !strings.Contains(errOut, "by position") {
+			t.Errorf("%s: no summary on stderr: %s", name, errOut)
+		}
+	}
+}
+
+// TestSpecRefusals: what speculation cannot do is refused at the start,
+// with the reason.
+func TestSpecRefusals(t *testing.T) {
+	stories := filepath.Join(shared, "models", "stories260K", "stories260K-F32.gguf")
+	qwen35 := filepath.Join(shared, "models", "qwen35", "tiny-qwen35-Q8_0.gguf")
+	needShared(t, stories)
+	needShared(t, qwen35)
+	other := filepath.Join(t.TempDir(), "other.gguf")
+	if err := modelgen.WriteFile(other, modelgen.Config{Arch: "llama", Layers: 1, Embd: 64, FF: 96, Heads: 4, KVHeads: 2, Vocab: 300, Type: quant.F32}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"-m", stories, "--spec", "mtp"}, 1, "has no MTP head"},
+		{[]string{"-m", stories, "--spec", "draft"}, 2, "--spec draft needs --model-draft"},
+		{[]string{"-m", stories, "--spec", "draft", "--model-draft", other}, 1, "must share the target's vocabulary"},
+		{[]string{"-m", stories, "--spec", "ngram", "--spec-n-max", "99"}, 2, "--spec-n-max 99: must be in [1, 32]"},
+		{[]string{"-m", stories, "--spec", "ngram", "--spec-n-max", "2", "--spec-n-min", "3"}, 2, "must not exceed --spec-n-max"},
+		{[]string{"-m", stories, "--spec", "beam"}, 2, "want ngram, draft, mtp or none"},
+		{[]string{"-m", stories, "--spec-n-max", "3"}, 2, "need --spec"},
+		{[]string{"-m", stories, "--spec", "ngram", "--spec-synth-rates", "0.9,1.2"}, 2, "not a probability"},
+		{[]string{"-m", qwen35, "--spec", "ngram"}, 1, "recurrent (DeltaNet) layers"},
+	} {
+		_, errOut, code := braid(t, "", append([]string{"run", "-p", "Once", "-n", "4"}, c.args...)...)
+		if code != c.code || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d with %q", c.args, code, errOut, c.code, c.want)
+		}
+	}
+}
+
+// TestBenchSpec: the A/B rows of braid bench --spec, as JSON, and the
+// loud marking of synthetic acceptance.
+func TestBenchSpec(t *testing.T) {
+	model := filepath.Join(shared, "models", "tiny-llama", "tiny-llama-Q4_K_M.gguf")
+	needShared(t, model)
+	out, errOut, code := braid(t, "", "bench", "-m", model, "-p", "16", "-n", "48", "-r", "2", "-t", "1", "--spec", "ngram", "--spec-n-max", "0,2,4", "--json")
+	if code != 0 {
+		t.Fatalf("bench --spec: exit %d: %s", code, errOut)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("bench --spec --json: %v\n%s", err, out)
+	}
+	if len(rows) != 3 {
+		t.Fatalf("%d rows, want 3: %s", len(rows), out)
+	}
+	for i, r := range rows {
+		for _, k := range []string{"model", "decode_tps_median", "spec", "spec_n_max", "drafted", "accepted", "acceptance", "mean_accepted", "verify_steps"} {
+			if _, ok := r[k]; !ok {
+				t.Errorf("row %d lacks %q", i, k)
+			}
+		}
+		if i > 0 {
+			if r["identical_to_no_spec"] != true {
+				t.Errorf("row %d: output not identical to the row without speculation: %v", i, r)
+			}
+			if r["speedup"] == nil || r["speedup"].(float64) <= 0 {
+				t.Errorf("row %d: no speed-up: %v", i, r)
+			}
+			if len(r["acceptance"].([]any)) == 0 {
+				t.Errorf("row %d: no acceptance by position: %v", i, r)
+			}
+		}
+	}
+	out, errOut, code = braid(t, "", "bench", "-m", model, "-p", "8", "-n", "24", "-r", "1", "-t", "1", "--spec", "ngram", "--spec-n-max", "0,3", "--spec-n-min", "3", "--spec-synth-rates", "0.9,0.8,0.7")
+	if code != 0 {
+		t.Fatalf("bench --spec-synth-rates: exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(errOut, "BENCHMARK ONLY") || !strings.Contains(out, "SYNTHETIC ACCEPTANCE") {
+		t.Errorf("synthetic rates not marked:\nstdout %s\nstderr %s", out, errOut)
+	}
+	if !strings.Contains(out, "speed-up") || !strings.Contains(out, "acceptance by position") {
+		t.Errorf("bench table lacks the spec columns:\n%s", out)
+	}
+}
