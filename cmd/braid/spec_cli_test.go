@@ -126,3 +126,42 @@ func TestBenchSpec(t *testing.T) {
 		t.Errorf("bench table lacks the spec columns:\n%s", out)
 	}
 }
+
+// TestRunSpecWorkers: over real worker processes (a tensor split over
+// three ranks and a layer split over two), the n-gram and draft-model
+// drafters give what the same split gives without --spec, one Step frame
+// per worker verifying all of a step's drafts. The target is all Q8_0,
+// whose kernel tiles round exactly as the one-token dot does, so the
+// equality does not rest on the workers' verification being exact (which
+// they do not know to make yet, see noteCluster); mtp is refused.
+func TestRunSpecWorkers(t *testing.T) {
+	model := filepath.Join(shared, "models", "tiny-llama", "tiny-llama-Q8_0.gguf")
+	draft := filepath.Join(shared, "models", "stories260K", "stories260K-Q8_0.gguf")
+	glm := filepath.Join(shared, "models", "glm4moe", "tiny-glm4moe-Q8_0.gguf")
+	needShared(t, model)
+	needShared(t, draft)
+	w1, w2 := startWorker(t, nil), startWorker(t, nil)
+	for _, split := range [][]string{{"--workers", w1 + "," + w2, "--split", "tensor"}, {"--workers", w1, "--split", "layer"}} {
+		base := append([]string{"run", "-m", model, "-p", "Once upon a time", "-n", "40", "--temp", "0", "-t", "1"}, split...)
+		want, errOut, code := braid(t, "", base...)
+		if code != 0 {
+			t.Fatalf("%v: plain run: exit %d: %s", split, code, errOut)
+		}
+		for _, spec := range [][]string{{"--spec", "ngram", "--spec-n-max", "4", "--spec-n-min", "4"}, {"--spec", "draft", "--model-draft", draft, "--spec-n-max", "3"}} {
+			got, errOut, code := braid(t, "", append(base, spec...)...)
+			if code != 0 {
+				t.Fatalf("%v %v: exit %d: %s", split, spec, code, errOut)
+			}
+			if got != want {
+				t.Errorf("%v %v: output differs from the split without --spec:\n got %q\nwant %q", split, spec, got, want)
+			}
+			if !strings.Contains(errOut, "speculative decoding (") {
+				t.Errorf("%v %v: no summary: %s", split, spec, errOut)
+			}
+		}
+	}
+	_, errOut, code := braid(t, "", "run", "-m", glm, "-p", "Once", "-n", "4", "--workers", w1, "--spec", "mtp")
+	if code != 1 || !strings.Contains(errOut, "--spec mtp runs the MTP head beside the whole model on this node") {
+		t.Errorf("--spec mtp across workers: exit %d, %s", code, errOut)
+	}
+}
