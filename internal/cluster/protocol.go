@@ -5,9 +5,10 @@
 // Each worker has two kinds of connections. The session is one connection
 // from the coordinator (a dist TCP mesh of two: the handshake checks the
 // protocol version, the build digest and the shared secret, and exchanges
-// node facts); it carries Info, Load, Connect, Step, Unload and Ping
-// requests on its control lane, each answered by one response. The data
-// plane is one dist TCP mesh between all ranks of a plan, formed at every
+// node facts); it carries Info, Load, Connect, Step, Unload, Ping, Profile
+// and Netbench requests on its control lane, each answered by one response
+// (a Load also by progress lines while it runs). The data plane is one dist
+// TCP mesh between all ranks of a plan, formed by the Connect after every
 // Load: all-reduces and hidden states between pipeline stages go over it
 // peer to peer, never through the coordinator.
 //

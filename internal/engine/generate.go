@@ -1,6 +1,8 @@
-// Package engine drives a model over time: prompts prefilled in chunks,
-// tokens decoded and sampled one step at a time, and (later) many sequences
-// batched together.
+// Package engine drives a model over time on a Backend (one node, or a
+// cluster): the Scheduler batches many sequences into each step
+// (continuous batching, chunked prefill, prefix reuse, the output each step
+// needs), the Generator runs one sequence (`braid run`), and the speculative
+// generator verifies a drafter's tokens several at a time.
 package engine
 
 import (

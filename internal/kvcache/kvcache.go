@@ -27,9 +27,14 @@
 // a windowed sequence can only resume (Truncate, CopyPrefix) at a length
 // whose window the ring still holds; ResumePoint says where.
 //
-// Not done yet: finding the longest cached prefix of a token sequence (for the
-// server's prompt reuse). It needs a token-hash index per full block on top of
-// this package; CopyPrefix is the primitive it will use.
+// Layers with Config.SharedKV keep one row per position that serves as both
+// K and V (MLA's latent row); recurrent layers (Config.State) keep a fixed
+// state slot per sequence instead of rows.
+//
+// Prefix reuse is the engine's: its scheduler keeps finished sequences,
+// finds the one whose tokens share the longest prefix with a new prompt,
+// and shares those positions with CopyPrefix. Reset empties the whole cache
+// in place, for a cluster that re-forms.
 //
 // A Cache is not safe for concurrent use; the engine owns it from one goroutine.
 package kvcache
