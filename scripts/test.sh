@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: vet, the Go tests on this machine, the packages
+# The whole test suite: vet, the Go tests on this machine (the web page's
+# in a headless browser among them), the packages
 # that run goroutines of their own again under the race detector, and the
 # arm64 kernel tests cross-compiled and run under qemu-user.
 set -euo pipefail
@@ -7,6 +8,10 @@ cd "$(dirname "$0")/.."
 
 go vet ./...
 go test -count=1 ./...
+# The web page in headless Chromium: a module of its own, so that chromedp
+# is no dependency of braid (it skips without a Chromium on PATH unless
+# BRAID_REQUIRE_BROWSER=1, which .ci/run sets).
+(cd tests/browser && go vet ./... && go test -count=1 ./...)
 
 # The race detector needs cgo, so a C compiler (apt-get install gcc).
 # -short: this run looks for interleavings, which the short cases reach as

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"braid/internal/cluster"
 )
 
 const stories = shared + "/models/stories260K/stories260K-F32.gguf"
@@ -265,5 +267,40 @@ func TestServeHostPort(t *testing.T) {
 	}
 	if _, e, code := braid(t, "", "serve", "-m", stories, "--port", "1", "--listen", "127.0.0.1:2"); code != 2 || !strings.Contains(e, "not both") {
 		t.Errorf("--port with --listen: exit %d: %s", code, e)
+	}
+}
+
+// TestREADMEClusterFile: the cluster file the README documents parses, with
+// what its comments say.
+func TestREADMEClusterFile(t *testing.T) {
+	data, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(data), "### The cluster file\n")
+	if !ok {
+		t.Fatal("the README has no cluster file section")
+	}
+	var src []string
+	in := false
+	for _, l := range strings.Split(rest, "\n") {
+		switch {
+		case strings.HasPrefix(l, "    "):
+			in = true
+			src = append(src, l[4:])
+		case l == "" && in:
+			src = append(src, "")
+		case in:
+			goto done
+		}
+	}
+done:
+	f, err := cluster.ParseFile(strings.Join(src, "\n"))
+	if err != nil {
+		t.Fatalf("the README's cluster file: %v\n%s", err, strings.Join(src, "\n"))
+	}
+	if f.Split != "tensor" || len(f.Ranks) != 3 || f.Ranks[1].Addr != "10.0.1.2:7000" || f.Links[[2]int{1, 2}] != "10.0.3.3" ||
+		len(f.TensorSplit) != 3 || f.Timeout != "30s" || f.Model != "/models/m.gguf" || f.Ranks[0].Model != "/data/m.gguf" {
+		t.Errorf("parsed as %+v", f)
 	}
 }

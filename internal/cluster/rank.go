@@ -267,7 +267,10 @@ func (r *rank) run(step uint64, ops []kvOp, b *model.Batch) (time.Duration, erro
 		parts = min(r.pp, n)
 	}
 	if parts <= 1 {
-		return time.Since(start), r.m.Forward(r.cache, b, r.logits)
+		// Forward first: in "return time.Since(start), Forward(...)" the
+		// clock is read before the call runs.
+		err := r.m.Forward(r.cache, b, r.logits)
+		return time.Since(start), err
 	}
 	out := 0
 	for p := 0; p < parts; p++ {

@@ -293,9 +293,21 @@ async function refreshCluster() {
   );
   const tbody = document.querySelector("#ranks tbody");
   tbody.textContent = "";
-  // the coordinator's step time bounds every rank's: the rest is idle
-  const steps0 = delta("braid_rank_steps_total", { rank: "0" });
-  const stepAll = steps0 ? delta("braid_rank_step_seconds_total", { rank: "0" }) / steps0 : undefined;
+  // Per rank and step over the last refresh: its forward pass (its waits
+  // for all-reduces and for the previous pipeline stage included), and
+  // idle, the rest of the slowest rank's step.
+  const timing = {};
+  let wall = 0;
+  for (const r of info.ranks) {
+    const lbl = { rank: String(r.rank) };
+    const n = delta("braid_rank_steps_total", lbl);
+    if (!n) continue;
+    const step = delta("braid_rank_step_seconds_total", lbl) / n;
+    const ar = delta("braid_rank_allreduce_seconds_total", lbl) / n;
+    const pp = delta("braid_rank_pipeline_seconds_total", lbl) / n;
+    timing[r.rank] = { step, ar, pp, comp: Math.max(0, step - ar - pp) };
+    wall = Math.max(wall, step);
+  }
   for (const r of info.ranks) {
     const tr = document.createElement("tr");
     tr.dataset.rank = r.rank;
@@ -318,35 +330,38 @@ async function refreshCluster() {
       mem.append(bar);
     }
     cell(tr, mem);
-    const n = delta("braid_rank_steps_total", lbl);
-    if (n) {
-      const step = delta("braid_rank_step_seconds_total", lbl) / n;
-      const ar = delta("braid_rank_allreduce_seconds_total", lbl) / n;
-      const pp = delta("braid_rank_pipeline_seconds_total", lbl) / n;
-      const comp = Math.max(0, step - ar - pp);
-      const idle = stepAll !== undefined ? Math.max(0, stepAll - step) : 0;
-      const ms3 = (x) => (1000 * x).toFixed(2);
-      cell(tr, ms3(step + idle));
-      const c = cell(tr, ms3(comp));
-      const tot = comp + ar + pp + idle || 1;
+    const tm = timing[r.rank];
+    if (tm) {
+      const idle = Math.max(0, wall - tm.step);
+      cell(tr, duration(wall));
+      const c = cell(tr, duration(tm.comp));
+      const tot = wall || 1;
       const split = document.createElement("div");
       split.className = "split";
-      for (const [k, v] of [["c", comp], ["a", ar], ["p", pp], ["i", idle]]) {
+      split.title = "compute, all-reduce, pipeline, idle";
+      for (const [k, v] of [["c", tm.comp], ["a", tm.ar], ["p", tm.pp], ["i", idle]]) {
         const seg = document.createElement("div");
         seg.className = k;
         seg.style.width = ((100 * v) / tot).toFixed(1) + "%";
         split.append(seg);
       }
       c.append(split);
-      cell(tr, ms3(ar));
-      cell(tr, ms3(pp));
-      cell(tr, ms3(idle));
+      cell(tr, duration(tm.ar));
+      cell(tr, duration(tm.pp));
+      cell(tr, duration(idle));
     } else {
       for (let i = 0; i < 5; i++) cell(tr, "–");
     }
     cell(tr, String(metric(ms, "braid_rank_steps_total", lbl) ?? metric(ms, "braid_steps_total") ?? 0));
     tbody.append(tr);
   }
+}
+
+// duration is seconds in the unit that suits them.
+function duration(s) {
+  if (s >= 1) return s.toFixed(2) + " s";
+  if (s >= 1e-3) return (s * 1e3).toFixed(2) + " ms";
+  return (s * 1e6).toFixed(1) + " µs";
 }
 
 refreshHealth();
