@@ -41,6 +41,9 @@ type SchedulerConfig struct {
 	// IsEOG reports end-of-generation tokens; they end a sequence with
 	// FinishStop and are not emitted.
 	IsEOG func(id int32) bool
+	// Spec, when set, decodes speculatively inside the batches (see
+	// specsched.go); its Stats is not used (see Scheduler.SpecStats).
+	Spec *Spec
 }
 
 // Job is one generation request.
@@ -239,6 +242,7 @@ type Scheduler struct {
 	lru     []cachedSeq // oldest first
 	batch   model.Batch
 	logits  []float32
+	spec    *schedSpec // speculative decoding, or nil
 }
 
 // Degraded is why the backend could not run the last step (a cluster rank
@@ -284,6 +288,11 @@ func NewScheduler(b Backend, cfg SchedulerConfig) (*Scheduler, error) {
 		incoming: make(chan *Stream, cfg.MaxQueue+cfg.Parallel),
 		stepSeqs: make([]atomic.Int64, cfg.Parallel+1),
 		logits:   make([]float32, cfg.Parallel*b.Vocab()),
+	}
+	if cfg.Spec != nil {
+		if err := s.initSpec(); err != nil {
+			return nil, err
+		}
 	}
 	s.publishKV()
 	return s, nil
@@ -554,12 +563,19 @@ func (s *Scheduler) end(q *seq, f Finish, err error, keep bool) {
 	} else {
 		s.b.Drop(q.id)
 	}
+	if s.spec != nil {
+		s.spec.end(q.id)
+	}
 	q.st.finish(r)
 }
 
 // step builds one batch (a token of every decoding sequence first, then
 // prompt chunks in admission order under the budget), runs it, and samples.
 func (s *Scheduler) step() {
+	if s.spec != nil {
+		s.stepSpec()
+		return
+	}
 	s.batch.Reset()
 	budget := s.cfg.StepTokens
 	outs, decoding := 0, 0

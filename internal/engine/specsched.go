@@ -1,0 +1,472 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"braid/internal/kvcache"
+	"braid/internal/sample"
+)
+
+// Speculative decoding inside continuous batching: every decoding sequence
+// of a step gets its own drafts (one Draft call for all of them), the step
+// verifies them all together with the prompt chunks, and each sequence
+// keeps what its target rows accept. How many drafts each gets is planned
+// per step for the whole batch (schedSpec.plan): a step of N verified
+// tokens costs a + b*N (measured on the decode steps), and draft j of a
+// sequence is worth the probability that it is reached and accepted, so
+// drafts are added, best first, only while each adds more tokens per
+// second than the step already makes. A large batch makes a step's tokens
+// dear (decode turns compute-bound), and the drafts go away by themselves:
+// speculation never plans a step below the throughput of no drafts.
+
+// schedSpec is the scheduler's speculative decoding.
+type schedSpec struct {
+	cfg    Spec
+	v      *specState // the verifier's buffers (its drafts and qprobs point at a sequence's)
+	global *LengthControl
+	seqs   map[kvcache.SeqID]*seqSpec
+	spare  []*seqSpec
+	dec    []*seq
+	reqs   []DraftRequest
+	owner  []*seqSpec
+	cands  []draftCand
+	qprobs []float32 // [Parallel x NMax x vocab], per decoding slot
+	cost   stepCost
+
+	// published for Counters
+	mu    sync.Mutex
+	stats SpecStats
+	steps atomic.Int64
+}
+
+type seqSpec struct {
+	lc      *LengthControl // this sequence's acceptance
+	drafts  []int32
+	k       int
+	zeros   int // steps planned without a draft in a row
+	sampler *sample.Sampler
+	req     int // its request in the step, -1 when none
+	rows    int // output rows in the step
+}
+
+type draftCand struct {
+	sp *seqSpec
+	j  int     // draft position (1-based)
+	p  float64 // probability that it is reached and accepted
+}
+
+// stepCost is a step's time as a line in its verified tokens, fitted with
+// forgetting over the decode-only steps.
+type stepCost struct {
+	n, sx, sy, sxx, sxy float64
+}
+
+func (c *stepCost) add(tokens int, secs float64) {
+	const keep = 0.97
+	x := float64(tokens)
+	c.n, c.sx, c.sy, c.sxx, c.sxy = keep*c.n+1, keep*c.sx+x, keep*c.sy+secs, keep*c.sxx+x*x, keep*c.sxy+x*secs
+}
+
+// line is the fit: a step of N tokens takes a + b*N. Without a spread of N
+// yet, b is the prior share of a one-token step.
+func (c *stepCost) line() (a, b float64) {
+	if c.n < 1 {
+		return 1, costPrior
+	}
+	mx, my := c.sx/c.n, c.sy/c.n
+	vx := c.sxx/c.n - mx*mx
+	if vx > 0.25 {
+		b = (c.sxy/c.n - mx*my) / vx
+		a = my - b*mx
+		if a > 0 && b > 0 {
+			return a, b
+		}
+	}
+	// b as the prior share of a one-token step; a + b*mx = my.
+	a = my / (1 + costPrior*(1+mx))
+	return a, costPrior * a
+}
+
+func (s *Scheduler) initSpec() error {
+	sp := s.cfg.Spec
+	if err := sp.Validate(s.b); err != nil {
+		return err
+	}
+	if sp.Drafter.Hidden() > 0 {
+		return fmt.Errorf("engine: a drafter that reads the model's hidden states (mtp) does not run inside the server's batches yet; use ngram or draft")
+	}
+	V, P := s.b.Vocab(), s.cfg.Parallel
+	if need := P * (sp.NMax + 1); need > s.cfg.StepTokens {
+		return fmt.Errorf("engine: %d slots with up to %d drafts each need steps of %d tokens, the step budget is %d", P, sp.NMax, need, s.cfg.StepTokens)
+	}
+	st := &specState{cfg: *sp, pprobs: make([]float32, V), resid: make([]float32, V), out: make([]int32, 0, sp.NMax+1)}
+	if sp.SynthRates != nil {
+		st.synth = rand.New(rand.NewPCG(sp.SynthSeed, sp.SynthSeed^0x5bd1e995))
+		st.cond = synthCond(sp.SynthRates, nil)
+	}
+	s.spec = &schedSpec{cfg: *sp, v: st, global: NewLengthControl(sp.NMin, sp.NMax), seqs: map[kvcache.SeqID]*seqSpec{},
+		qprobs: make([]float32, P*sp.NMax*V)}
+	s.spec.stats.Drafted = make([]int64, sp.NMax)
+	s.spec.stats.Accepted = make([]int64, sp.NMax)
+	s.logits = make([]float32, P*(sp.NMax+1)*V)
+	return nil
+}
+
+// SpecStats is speculative decoding's counts so far (nil without it).
+func (s *Scheduler) SpecStats() *SpecStats {
+	sp := s.spec
+	if sp == nil {
+		return nil
+	}
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	c := sp.stats
+	c.Drafted, c.Accepted = slices.Clone(c.Drafted), slices.Clone(c.Accepted)
+	return &c
+}
+
+func (sp *schedSpec) seq(id kvcache.SeqID) *seqSpec {
+	q := sp.seqs[id]
+	if q == nil {
+		if n := len(sp.spare); n > 0 {
+			q, sp.spare = sp.spare[n-1], sp.spare[:n-1]
+		} else {
+			q = &seqSpec{lc: NewLengthControl(sp.cfg.NMin, sp.cfg.NMax), drafts: make([]int32, 0, sp.cfg.NMax)}
+		}
+		// A new sequence starts from what the others' drafts did.
+		copy(q.lc.acc, sp.global.acc)
+		copy(q.lc.seenAcc, sp.global.seenAcc)
+		q.zeros, q.sampler = 0, nil
+		sp.seqs[id] = q
+	}
+	return q
+}
+
+// end forgets a sequence.
+func (sp *schedSpec) end(id kvcache.SeqID) {
+	sp.cfg.Drafter.End(id)
+	if q := sp.seqs[id]; q != nil {
+		delete(sp.seqs, id)
+		sp.spare = append(sp.spare, q)
+	}
+}
+
+// room is how many drafts q may have: one token fewer than it may still
+// generate, and positions inside its reservation and the context.
+func (s *Scheduler) room(q *seq) int {
+	n := min(q.st.job.MaxTokens-q.gen-1, q.limit-1-len(q.toks), s.cfg.Context-1-len(q.toks))
+	return max(0, min(n, s.spec.cfg.NMax))
+}
+
+// plan sets each decoding sequence's draft count.
+func (sp *schedSpec) plan(s *Scheduler) {
+	nmin, nmax := sp.cfg.NMin, sp.cfg.NMax
+	sp.cands = sp.cands[:0]
+	tok := float64(len(sp.dec))
+	a, b := sp.cost.line()
+	for _, q := range sp.dec {
+		st := sp.seq(q.id)
+		st.k = 0
+		r := s.room(q)
+		if q.st.job.Constraint != nil || r == 0 {
+			continue
+		}
+		if nmin == nmax {
+			st.k = min(nmax, r)
+			continue
+		}
+		st.k = min(nmin, r)
+		p := 1.0
+		for j := 1; j <= min(nmax, r); j++ {
+			p *= st.lc.accept(j - 1)
+			if j > st.k {
+				sp.cands = append(sp.cands, draftCand{sp: st, j: j, p: p})
+			}
+		}
+	}
+	if nmin == nmax {
+		return
+	}
+	slices.SortFunc(sp.cands, func(x, y draftCand) int {
+		switch {
+		case x.p > y.p:
+			return -1
+		case x.p < y.p:
+			return 1
+		}
+		return x.j - y.j
+	})
+	// Best first, while a draft adds more tokens per second than the step
+	// makes: p/b > tokens/time.
+	time := a + b*tok
+	for _, c := range sp.cands {
+		if c.j != c.sp.k+1 {
+			continue // its earlier draft was not taken
+		}
+		if c.p*time <= b*tok {
+			break
+		}
+		c.sp.k = c.j
+		tok += c.p
+		time += b
+	}
+	for _, q := range sp.dec {
+		st := sp.seqs[q.id]
+		if st.k == 0 && q.st.job.Constraint == nil && s.room(q) > 0 {
+			st.zeros++
+			if st.zeros%8 == 0 {
+				st.k = 1 // a probe: is the drafter agreeing now?
+			}
+		} else {
+			st.zeros = 0
+		}
+	}
+}
+
+// draftSampler is q's sampler for drafts drawn from the drafter's
+// distribution (temperature > 0), nil for greedy.
+func (sp *schedSpec) draftSampler(st *seqSpec, p sample.Params) *sample.Sampler {
+	if p.Temperature <= 0 || sp.v.synth != nil {
+		return nil
+	}
+	if st.sampler == nil {
+		p.Seed ^= 0xd1b54a32d192ed03
+		p.RepeatLastN = 0
+		st.sampler, _ = sample.New(p, len(sp.v.pprobs))
+	}
+	return st.sampler
+}
+
+// stepSpec is step with speculative decoding.
+func (s *Scheduler) stepSpec() {
+	sp := s.spec
+	start := time.Now()
+	V := s.b.Vocab()
+	sp.dec = sp.dec[:0]
+	for _, q := range s.active {
+		q.logits = -1
+		if q.fed == len(q.prompt) {
+			sp.dec = append(sp.dec, q)
+		}
+	}
+	sp.plan(s)
+	// One Draft call for every sequence with drafts.
+	sp.reqs, sp.owner = sp.reqs[:0], sp.owner[:0]
+	for i, q := range sp.dec {
+		st := sp.seqs[q.id]
+		st.req, st.drafts = -1, st.drafts[:0]
+		if st.k == 0 {
+			continue
+		}
+		st.req = len(sp.reqs)
+		r := DraftRequest{Seq: q.id, Toks: q.toks, Max: st.k, Out: st.drafts[:0], Sampler: sp.draftSampler(st, q.st.job.Sampler.Params())}
+		if r.Sampler != nil {
+			r.Probs = sp.qprobs[i*sp.cfg.NMax*V : (i*sp.cfg.NMax+st.k)*V]
+		}
+		sp.reqs = append(sp.reqs, r)
+		sp.owner = append(sp.owner, st)
+	}
+	if len(sp.reqs) > 0 {
+		if err := sp.cfg.Drafter.Draft(sp.reqs); err != nil {
+			// A drafter that fails costs the drafts, not the requests.
+			for i := range sp.reqs {
+				sp.reqs[i].Out = sp.reqs[i].Out[:0]
+			}
+		}
+		for i := range sp.reqs {
+			r := &sp.reqs[i]
+			st := sp.owner[i]
+			st.drafts = r.Out[:min(len(r.Out), st.k)]
+			if !r.Sampled {
+				r.Probs = nil
+			}
+			r.Toks = nil
+		}
+	}
+	// The batch: every decoding sequence's pending token and drafts, then
+	// prompt chunks under what is left of the budget.
+	s.batch.Reset()
+	budget := s.cfg.StepTokens
+	outs, verified := 0, 0
+	for _, q := range sp.dec {
+		st := sp.seqs[q.id]
+		pos := len(q.toks) - 1
+		s.batch.Add(q.toks[pos], int32(pos), q.id, true)
+		for i, d := range st.drafts {
+			s.batch.Add(d, int32(pos+1+i), q.id, true)
+		}
+		st.rows = 1 + len(st.drafts)
+		q.logits = outs
+		outs += st.rows
+		verified += st.rows
+		budget -= st.rows
+	}
+	prompt := 0
+	for _, q := range s.active {
+		if q.fed == len(q.prompt) || budget <= 0 {
+			continue
+		}
+		n := min(len(q.prompt)-q.fed, budget)
+		for i := q.fed; i < q.fed+n; i++ {
+			last := i == len(q.prompt)-1
+			s.batch.Add(q.prompt[i], int32(i), q.id, last)
+			if last {
+				q.logits = outs
+				outs++
+			}
+		}
+		q.fed += n
+		budget -= n
+		prompt += n
+		s.promptToks.Add(int64(n))
+	}
+	var out Output
+	for _, q := range s.active {
+		if q.logits >= 0 {
+			out = out.Merge(NeedFor(q.st.job.Sampler.Params(), len(q.toks), q.st.job.TopLogprobs >= 0 || q.st.job.Constraint != nil))
+		}
+	}
+	exact := sp.cfg.Exact != nil && verified > len(sp.dec)
+	if exact {
+		sp.cfg.Exact(verified)
+	}
+	err := s.b.Forward(&s.batch, out, s.logits)
+	if exact {
+		sp.cfg.Exact(0)
+	}
+	now := time.Now()
+	s.steps.Add(1)
+	s.stepSeqs[len(sp.dec)].Add(1)
+	if int64(len(sp.dec)) > s.maxStep.Load() {
+		s.maxStep.Store(int64(len(sp.dec)))
+	}
+	if err != nil && errors.Is(err, ErrUnavailable) {
+		why := err.Error()
+		s.degraded.Store(&why)
+	} else if err == nil && s.degraded.Load() != nil {
+		s.degraded.Store(nil)
+	}
+	if err != nil {
+		s.failStep(err)
+		return
+	}
+	if prompt == 0 && len(sp.dec) > 0 {
+		sp.cost.add(verified, now.Sub(start).Seconds())
+	}
+	a := s.active[:0]
+	sp.mu.Lock()
+	for _, q := range s.active {
+		if q.logits < 0 {
+			a = append(a, q)
+			continue
+		}
+		st := sp.seqs[q.id]
+		if st == nil || st.rows == 0 {
+			// The prompt's last chunk: its first token, as without drafts.
+			row := s.logits[q.logits*V : (q.logits+1)*V]
+			if f := s.sampleInto(q, row, now); f != FinishNone {
+				s.end(q, f, nil, true)
+				continue
+			}
+			a = append(a, q)
+			continue
+		}
+		if f, err := s.verifyInto(q, st, now); f != FinishNone {
+			s.end(q, f, err, err == nil)
+			continue
+		}
+		a = append(a, q)
+	}
+	sp.mu.Unlock()
+	clear(s.active[len(a):])
+	s.active = a
+	s.busy.Store(int64(len(s.active)))
+}
+
+// verifyInto checks q's drafts against its rows, emits what they accept
+// and one token of the target's, and drops the rest from the cache; it
+// returns why q ends, or FinishNone. The caller holds sp.mu.
+func (s *Scheduler) verifyInto(q *seq, st *seqSpec, now time.Time) (Finish, error) {
+	sp, V := s.spec, s.b.Vocab()
+	j := q.st.job
+	rows := s.logits[q.logits*V : (q.logits+st.rows)*V]
+	if len(st.drafts) == 0 || j.Constraint != nil {
+		st.rows = 0
+		return s.sampleInto(q, rows[:V], now), nil
+	}
+	v := sp.v
+	v.drafts = st.drafts
+	sampled := st.req >= 0 && sp.reqs[st.req].Probs != nil
+	if sampled {
+		v.qprobs = sp.reqs[st.req].Probs
+	}
+	kd := len(st.drafts)
+	accepted := v.verify(j.Sampler, rows, V, sampled)
+	sp.stats.record(kd, accepted, len(v.out))
+	sp.steps.Add(1)
+	st.lc.Update(kd, accepted, 0)
+	sp.global.Update(kd, accepted, 0)
+	n := len(q.toks) - 1 // the pending token's position
+	if accepted < kd {
+		if err := s.b.Truncate(q.id, n+1+accepted); err != nil {
+			return FinishError, fmt.Errorf("engine: dropping rejected drafts: %w", err)
+		}
+	}
+	st.rows = 0
+	for i, id := range v.out {
+		if f := s.emit(q, id, rows[i*V:(i+1)*V], now); f != FinishNone {
+			return f, nil
+		}
+	}
+	return FinishNone, nil
+}
+
+// emit is sampleInto for a token already chosen (and accepted by the
+// sampler): it ends the sequence at an end-of-generation token, reports
+// logprobs from its row, and stops at the limits.
+func (s *Scheduler) emit(q *seq, id int32, row []float32, now time.Time) Finish {
+	j := q.st.job
+	if !j.IgnoreEOG && s.cfg.IsEOG != nil && s.cfg.IsEOG(id) {
+		return FinishStop
+	}
+	t := Token{ID: id, At: now}
+	if j.TopLogprobs >= 0 {
+		var logZ float32
+		if j.TopLogprobs > 0 {
+			t.Top, logZ = sample.TopLogprobs(row, j.TopLogprobs, nil)
+		} else {
+			logZ = sample.LogSumExp(row)
+		}
+		t.Logprob = row[id] - logZ
+	}
+	q.gen++
+	s.genToks.Add(1)
+	q.toks = append(q.toks, id)
+	q.st.push(t)
+	if q.gen >= j.MaxTokens || len(q.toks) >= q.limit || len(q.toks) >= s.cfg.Context {
+		return FinishLength
+	}
+	return FinishNone
+}
+
+// failStep ends every running sequence after a failed step, as step does.
+func (s *Scheduler) failStep(err error) {
+	for _, q := range s.active {
+		s.end(q, FinishError, fmt.Errorf("engine: step failed: %w", err), false)
+	}
+	clear(s.active)
+	s.active = s.active[:0]
+	s.busy.Store(0)
+	for i := range s.lru {
+		s.b.Drop(s.lru[i].id)
+	}
+	clear(s.lru)
+	s.lru = s.lru[:0]
+	s.cachedN.Store(0)
+}
