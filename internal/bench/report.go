@@ -210,14 +210,14 @@ func (r *ServeReport) WriteJSON(w io.Writer) error {
 		InputLen    int     `json:"input_len"`
 		OutputLen   int     `json:"output_len"`
 		Concurrency int     `json:"concurrency"`
-		RequestRate float64 `json:"request_rate"` // 0 = inf
+		RequestRate any     `json:"request_rate"` // a number, or "inf"
 		Seed        uint64  `json:"seed"`
 		Dataset     string  `json:"dataset,omitempty"`
 	}
 	c := r.Config
-	rate := c.RequestRate
-	if math.IsInf(rate, 1) {
-		rate = 0
+	var rate any = c.RequestRate
+	if math.IsInf(c.RequestRate, 1) || c.RequestRate <= 0 {
+		rate = "inf"
 	}
 	out := struct {
 		Config cfg `json:"config"`

@@ -179,9 +179,7 @@ func RunServe(ctx context.Context, cfg ServeConfig) (*ServeReport, error) {
 			if sem != nil {
 				defer func() { <-sem }()
 			}
-			r := doRequest(ctx, client, cfg, p, cfg.constrained(i))
-			r.Start -= start.Sub(time.Time{})
-			rep.Results[i] = r
+			rep.Results[i] = doRequest(ctx, client, cfg, p, cfg.constrained(i), start)
 		}()
 	}
 	wg.Wait()
@@ -203,18 +201,45 @@ func randomPrompts(ctx context.Context, client *http.Client, cfg ServeConfig, rn
 		}
 		return sb.String()
 	}
-	probe := max(cfg.InputLen, 32)
-	r := doRequest(ctx, client, ServeConfig{URL: cfg.URL, Model: cfg.Model, APIKey: cfg.APIKey, Endpoint: cfg.Endpoint, Timeout: cfg.Timeout},
-		prompt{text: words(probe), outLen: 1}, false)
-	if !r.OK {
-		return nil, fmt.Errorf("bench serve: calibration request to %s failed: %s", cfg.URL, r.Error)
+	// The prompts draw words uniformly from wordList, so the mean tokens
+	// per word is that of the whole list: sent in chunks, the first one
+	// also twice over, which gives the tokens every request has besides
+	// its words (BOS, and on the chat endpoint the template's role
+	// markers); --input-len counts those too.
+	calib := ServeConfig{URL: cfg.URL, Model: cfg.Model, APIKey: cfg.APIKey, Endpoint: cfg.Endpoint, Timeout: cfg.Timeout}
+	count := func(text string) (int, error) {
+		r := doRequest(ctx, client, calib, prompt{text: text, outLen: 1}, false, time.Now())
+		if !r.OK {
+			return 0, fmt.Errorf("bench serve: calibration request to %s failed: %s", cfg.URL, r.Error)
+		}
+		return r.PromptTokens, nil
 	}
-	perWord := 1.0
-	if r.PromptTokens > 0 {
-		perWord = float64(r.PromptTokens) / float64(probe)
+	const chunk = 48
+	var parts []string
+	for lo := 0; lo < len(wordList); lo += chunk {
+		parts = append(parts, strings.Join(wordList[lo:min(lo+chunk, len(wordList))], " "))
 	}
-	n := max(1, int(math.Round(float64(cfg.InputLen)/perWord)))
-	fmt.Fprintf(cfg.Log, "calibration: %d words = %d prompt tokens on the server; using %d words for %d tokens\n", probe, r.PromptTokens, n, cfg.InputLen)
+	one, err := count(parts[0])
+	if err != nil {
+		return nil, err
+	}
+	two, err := count(parts[0] + " " + parts[0])
+	if err != nil {
+		return nil, err
+	}
+	fixed := max(0, 2*one-two)
+	listTokens := two - one
+	for _, p := range parts[1:] {
+		n, err := count(p)
+		if err != nil {
+			return nil, err
+		}
+		listTokens += n - fixed
+	}
+	perWord := max(float64(listTokens)/float64(len(wordList)), 0.1)
+	n := max(1, int(math.Round(float64(cfg.InputLen-fixed)/perWord)))
+	fmt.Fprintf(cfg.Log, "calibration: %.2f prompt tokens per word on the server and %d besides them; using %d words for %d tokens\n",
+		perWord, fixed, n, cfg.InputLen)
 	out := make([]prompt, cfg.NumPrompts)
 	for i := range out {
 		out[i] = prompt{text: words(n), outLen: cfg.OutputLen}
@@ -257,9 +282,9 @@ func loadDataset(path string, n, outLen int) ([]prompt, error) {
 	return out[:n], nil
 }
 
-// doRequest sends one streaming request and times its tokens. Start is set
-// as the absolute time since the zero time; RunServe makes it relative.
-func doRequest(ctx context.Context, client *http.Client, cfg ServeConfig, p prompt, constrained bool) RequestResult {
+// doRequest sends one streaming request and times its tokens; Start is
+// from runStart.
+func doRequest(ctx context.Context, client *http.Client, cfg ServeConfig, p prompt, constrained bool, runStart time.Time) RequestResult {
 	res := RequestResult{Constrained: constrained}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
@@ -296,7 +321,8 @@ func doRequest(ctx context.Context, client *http.Client, cfg ServeConfig, p prom
 		req.Header.Set("Authorization", "Bearer "+cfg.APIKey)
 	}
 	t0 := time.Now()
-	res.Start = t0.Sub(time.Time{})
+	// (t0.Sub(time.Time{}) saturates at 292 years: every start was 0.)
+	res.Start = t0.Sub(runStart)
 	resp, err := client.Do(req)
 	if err != nil {
 		res.Error = err.Error()
