@@ -23,7 +23,7 @@ func init() {
 }
 
 func runServe(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("serve", "-m MODEL [--listen 127.0.0.1:8080] [--parallel 8] [-c CTX] [--api-key-file F] [--alias NAME] [--workers ... | --cluster FILE]", stderr)
+	fs := newFlags("serve", "-m MODEL [--listen 127.0.0.1:8080] [--parallel 8] [-c CTX] [--api-key-file F] [--alias NAME] [--workers ... | --cluster FILE] [--spec ngram|draft [--model-draft F] [--spec-n-max N] [--spec-n-min N]]", stderr)
 	mf := modelFlags{serving: true}
 	mf.register(fs)
 	var cf clusterFlags
@@ -41,8 +41,16 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the whole run to this file at exit (go tool pprof)")
 	logFormat := fs.String("log-format", "text", "text, or json: one JSON object per line (the access log's and the rest)")
 	noEmbed := fs.Bool("no-embeddings", false, "refuse /v1/embeddings (otherwise a second instance of the model, sharing its weights, computes them on demand)")
+	var sf specFlags
+	sf.register(fs, false)
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return err
+	}
+	if err := sf.check(false); err != nil {
+		return err
+	}
+	if sf.kind == "mtp" {
+		return usagef("--spec mtp does not run inside the server's batches yet; use --spec ngram or --spec draft")
 	}
 	slog, err := newServeLog(stderr, *logFormat)
 	if err != nil {
@@ -96,6 +104,9 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if err := precheck(mf.path); err != nil {
 		return err
 	}
+	if err := sf.prepare(&mf, &cf, stderr); err != nil {
+		return err
+	}
 	srv := server.New(server.Config{Model: name, Aliases: []string{fileName}, APIKeys: keys, MaxBodyBytes: *maxBody, Logf: logf,
 		ModelPath: mf.path, AccessLog: slog.access})
 
@@ -123,8 +134,16 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if *noPrefix {
 		prefix = -1
 	}
+	specCfg, releaseSpec, err := sf.schedSpec(l, &mf, *parallel, stderr)
+	if err != nil {
+		stop()
+		<-served
+		return err
+	}
+	defer releaseSpec()
 	sched, err := engine.NewScheduler(l.backend, engine.SchedulerConfig{
 		Parallel: *parallel, Context: l.ctx, StepTokens: *stepTokens, MaxQueue: *queue, PrefixCache: prefix, IsEOG: tok.IsEOG,
+		Spec: specCfg,
 	})
 	if err != nil {
 		stop()

@@ -269,3 +269,30 @@ func (f *specFlags) generator(l *loaded, mf *modelFlags, stderr io.Writer) (*eng
 	f.noteCluster(l, stderr)
 	return g, st, release, nil
 }
+
+// schedSpec is the server's speculative decoding configuration (nil
+// without --spec): the drafter sized for parallel sequences; release frees
+// it after the scheduler stops.
+func (f *specFlags) schedSpec(l *loaded, mf *modelFlags, parallel int, stderr io.Writer) (*engine.Spec, func(), error) {
+	if !f.active() {
+		return nil, func() {}, nil
+	}
+	if f.kind == "mtp" {
+		return nil, nil, fmt.Errorf("--spec mtp does not run inside the server's batches yet; use --spec ngram or --spec draft")
+	}
+	c, err := model.ReadConfig(l.file)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := spec.CheckTarget(c); err != nil {
+		return nil, nil, err
+	}
+	d, release, err := f.drafter(l, mf, parallel, stderr)
+	if err != nil {
+		return nil, nil, err
+	}
+	s := f.spec(l, d, f.nmaxs[0], nil)
+	f.warnSynth(stderr)
+	f.noteCluster(l, stderr)
+	return &s, release, nil
+}

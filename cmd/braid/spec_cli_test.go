@@ -1,10 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
+	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"braid/internal/modelgen"
 	"braid/internal/quant"
@@ -163,5 +168,75 @@ func TestRunSpecWorkers(t *testing.T) {
 	_, errOut, code := braid(t, "", "run", "-m", glm, "-p", "Once", "-n", "4", "--workers", w1, "--spec", "mtp")
 	if code != 1 || !strings.Contains(errOut, "--spec mtp runs the MTP head beside the whole model on this node") {
 		t.Errorf("--spec mtp across workers: exit %d, %s", code, errOut)
+	}
+}
+
+// TestServeSpec: braid serve with --spec answers concurrent greedy
+// completions with the text it gives without speculation, and /metrics
+// carries the drafts by position; --spec mtp is refused there.
+func TestServeSpec(t *testing.T) {
+	draft := filepath.Join(shared, "models", "stories260K", "stories260K-Q8_0.gguf")
+	needShared(t, stories)
+	needShared(t, draft)
+	prompts := []string{"Once upon a time", "The cat", "Lily and Tom went to the park", "One day", "Ben had a big red ball. He", "The sun"}
+	texts := func(addr string) []string {
+		out := make([]string, len(prompts))
+		var wg sync.WaitGroup
+		for i, p := range prompts {
+			wg.Go(func() {
+				body, _ := json.Marshal(map[string]any{"model": "stories260K-F32", "prompt": p, "max_tokens": 40, "temperature": 0})
+				resp, err := http.Post("http://"+addr+"/v1/completions", "application/json", bytes.NewReader(body))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				defer resp.Body.Close()
+				var r struct {
+					Choices []struct {
+						Text string `json:"text"`
+					} `json:"choices"`
+				}
+				if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || len(r.Choices) != 1 {
+					t.Errorf("prompt %d: %v %v", i, err, r)
+					return
+				}
+				out[i] = r.Choices[0].Text
+			})
+		}
+		wg.Wait()
+		return out
+	}
+	serve := func(args ...string) string {
+		_, addr, lines := startServe(t, append([]string{"-m", stories, "-c", "256", "--parallel", "3", "-t", "1"}, args...)...)
+		waitLine(t, lines, "ready:", 30*time.Second)
+		return addr
+	}
+	want := texts(serve())
+	for _, args := range [][]string{{"--spec", "ngram"}, {"--spec", "draft", "--model-draft", draft, "--spec-n-max", "4"}} {
+		addr := serve(args...)
+		got := texts(addr)
+		for i := range want {
+			if got[i] != want[i] {
+				t.Errorf("%v, prompt %q: %q, without --spec %q", args, prompts[i], got[i], want[i])
+			}
+		}
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, k := range []string{`braid_spec_drafted_total{position="1"}`, `braid_spec_accepted_total{position="1"}`, "braid_spec_acceptance_ratio", "braid_spec_accepted_per_step"} {
+			if !strings.Contains(string(m), k) {
+				t.Errorf("%v: /metrics lacks %s", args, k)
+			}
+		}
+		if strings.Contains(string(m), "braid_spec_accepted_total{position=\"1\"} 0\n") {
+			t.Errorf("%v: no first draft accepted:\n%s", args, m)
+		}
+	}
+	_, errOut, code := braid(t, "", "serve", "-m", stories, "--spec", "mtp")
+	if code != 2 || !strings.Contains(errOut, "--spec mtp does not run inside the server's batches") {
+		t.Errorf("serve --spec mtp: exit %d, %s", code, errOut)
 	}
 }

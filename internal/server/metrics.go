@@ -149,6 +149,7 @@ func (m *metrics) write(w io.Writer, ready bool, sched *engine.Scheduler, ranks 
 	for k, n := range c.StepSequences {
 		fmt.Fprintf(w, "braid_steps_by_decode_sequences_total{sequences=\"%d\"} %d\n", k, n)
 	}
+	writeSpec(w, sched.SpecStats())
 	if ranks != nil {
 		writeRanks(w, ranks)
 	}
