@@ -146,10 +146,15 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		return usagef("-d %d: the depth cannot be negative", *depth)
 	}
 	longest := 1
+	measured := false
 	for _, p := range ps {
 		for _, n := range ns {
 			longest = max(longest, p+n, *depth+n)
+			measured = measured || p > 0 || n > 0
 		}
+	}
+	if !measured {
+		return usagef("-p 0 -n 0: nothing to measure (-p is the prefill test's prompt length, -n the decode test's tokens)")
 	}
 	if sf.active() {
 		text, err := readPromptFile(*promptFile)
@@ -238,6 +243,9 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 				for _, np := range nps {
 					if n == 0 && np > 1 {
 						continue // parallel only changes the decode test
+					}
+					if p == 0 && n == 0 {
+						continue // neither test: an empty row (-p 0,512 -n 0,128)
 					}
 					row := benchRow{Model: filepath.Base(*path), Threads: t, PromptTokens: p, GenTokens: n, Parallel: np, Depth: *depth, Runs: *reps}
 					var pp, tg []float64

@@ -93,6 +93,9 @@ func (f *clusterFlags) config(path string) (cluster.Config, error) {
 			if w == "" {
 				return cfg, usagef("--workers: item %d is empty", i)
 			}
+			if err := checkHostPort(w); err != nil {
+				return cfg, usagef("--workers: item %d %q: %v", i, w, err)
+			}
 			cfg.Nodes = append(cfg.Nodes, cluster.Node{Addr: w})
 		}
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -215,3 +216,43 @@ func TestInterruptedRate(t *testing.T) {
 }
 
 var httpClient = &http.Client{Timeout: 30 * time.Second}
+
+// TestSmallDefects: each a defect found by trying braid as a new user.
+func TestSmallDefects(t *testing.T) {
+	needShared(t, stories)
+	// BRAID_KERNELS with a value it does not know was ignored silently.
+	cmd := exec.Command(braidBin, "doctor")
+	cmd.Env = append(os.Environ(), "BRAID_KERNELS=bogus")
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), `BRAID_KERNELS="bogus": the only setting is generic`) {
+		t.Errorf("BRAID_KERNELS=bogus: %v: %s", err, out)
+	}
+	// A worker address without a port waited 10 s before failing.
+	start := time.Now()
+	_, e, code := braid(t, "", "run", "-m", stories, "-p", "x", "--workers", "127.0.0.1")
+	if code != 2 || !strings.Contains(e, `--workers: item 0 "127.0.0.1": no port`) || time.Since(start) > 3*time.Second {
+		t.Errorf("--workers without a port: exit %d after %v: %s", code, time.Since(start), e)
+	}
+	if _, e, code := braid(t, "", "run", "-m", stories, "-p", "x", "--workers", "127.0.0.1:70000"); code != 2 || !strings.Contains(e, `port "70000"`) {
+		t.Errorf("--workers port 70000: exit %d: %s", code, e)
+	}
+	// inspect said a model of an unsupported architecture "fits".
+	vocab := shared + "/vocab/ggml-vocab-falcon.gguf"
+	if o, e, code := braid(t, "", "inspect", vocab); code != 0 || strings.Contains(o, ": fits") || !strings.Contains(o, `braid cannot run it: model: architecture "falcon" is not supported`) {
+		t.Errorf("inspect falcon: exit %d:\n%s%s", code, o, e)
+	}
+	// plan showed rank 0's memory as unknown with --ranks.
+	if o, e, code := braid(t, "", "plan", "-m", stories, "--ranks", "2"); code != 0 || !regexp.MustCompile(`(?m)^0\s+local\s.*GiB\s+yes$`).MatchString(o) ||
+		!strings.Contains(o, "the memory of rank 1 is unknown") {
+		t.Errorf("plan --ranks 2: exit %d:\n%s%s", code, o, e)
+	}
+	// bench -p 0 -n 0 printed an empty row.
+	if o, e, code := braid(t, "", "bench", "-m", stories, "-p", "0", "-n", "0", "-r", "1"); code != 2 || o != "" || !strings.Contains(e, "-p 0 -n 0: nothing to measure") {
+		t.Errorf("bench -p 0 -n 0: exit %d: %q %s", code, o, e)
+	}
+	o, e, code := braid(t, "", "bench", "-m", stories, "-p", "0,8", "-n", "0,4", "-r", "1", "--json")
+	var rows []map[string]any
+	if code != 0 || json.Unmarshal([]byte(o), &rows) != nil || len(rows) != 3 {
+		t.Errorf("bench -p 0,8 -n 0,4: exit %d, %d rows: %s %s", code, len(rows), o, e)
+	}
+}

@@ -171,7 +171,10 @@ func describeModel(m *gguf.Model, ctx int, w io.Writer) error {
 	fmt.Fprintf(w, "  KV cache  %s\n", sysinfo.FormatBytes(uint64(est.kv)))
 	fmt.Fprintf(w, "  scratch   %s (batch of %d tokens)\n", sysinfo.FormatBytes(uint64(est.scratch)), est.batch)
 	fmt.Fprintf(w, "  total     %s\n", sysinfo.FormatBytes(uint64(est.total())))
-	if mem, err := sysinfo.ReadMemory(); err == nil && mem.Usable() > 0 {
+	if _, err := model.ReadConfig(m); err != nil {
+		// Sizes alone say nothing of a model braid cannot run.
+		fmt.Fprintf(w, "  braid cannot run it: %v\n", err)
+	} else if mem, err := sysinfo.ReadMemory(); err == nil && mem.Usable() > 0 {
 		verdict := "fits"
 		if uint64(est.total()) > mem.Usable() {
 			verdict = "does NOT fit"

@@ -43,6 +43,10 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
+	if err := checkEnv(); err != nil {
+		fmt.Fprintf(stderr, "braid: %v\n", err)
+		return 2
+	}
 	cmd, ok := commands[args[0]]
 	if !ok {
 		fmt.Fprintf(stderr, "braid: unknown command %q\n\n", args[0])

@@ -77,7 +77,9 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 		}
 		split, weights = ccfg.Split, ccfg.TensorSplit
 	case *nRanks > 0:
-		for i := 0; i < *nRanks; i++ {
+		// Rank 0 is this node (its memory is known), as with --workers.
+		ranks = append(ranks, plan.Rank{Name: "local"})
+		for i := 1; i < *nRanks; i++ {
 			ranks = append(ranks, plan.Rank{Name: "rank" + strconv.Itoa(i)})
 		}
 	case *nRanks < 0:
@@ -146,7 +148,11 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 				}
 			}
 		case len(ranks) > 1:
-			notes = append(notes, "memory per rank unknown: pass --mem to check the fit")
+			which := "rank 1"
+			if len(ranks) > 2 {
+				which = fmt.Sprintf("ranks 1-%d", len(ranks)-1)
+			}
+			notes = append(notes, "the memory of "+which+" is unknown: pass --mem (one value per rank) to check the fit")
 		}
 	}
 	if hm != nil && len(ranks) > 1 && survey == nil {

@@ -465,13 +465,22 @@ func setTCPOptions(conn net.Conn) {
 	}
 }
 
+// errPeerClosed is the error of a peer that closed its transport in order
+// (it sent a Close frame).
+var errPeerClosed = errors.New("the peer closed the connection")
+
 // fail marks the peer broken: every wait on it returns err, its connections
 // close. The first cause wins and is logged once.
 func (p *tcpPeer) fail(err error) {
 	p.failOnce.Do(func() {
-		if p.t.closed.Load() {
+		switch {
+		case p.t.closed.Load():
 			err = fmt.Errorf("rank %d closed its transport: %w", p.t.rank, ErrClosed)
-		} else {
+		case errors.Is(err, errPeerClosed):
+			// The peer said goodbye (a Close frame): the normal end of a
+			// session, not a warning.
+			p.t.log.Info("dist: the peer closed the connection", "rank", p.t.rank, "peer", p.rank, "addr", p.addr)
+		default:
 			p.t.log.Warn("dist: closing connection", "rank", p.t.rank, "peer", p.rank, "addr", p.addr, "err", err)
 		}
 		pe, ok := err.(*PeerError)
@@ -543,7 +552,7 @@ func (c *tcpConn) reader() {
 				p.fail(fmt.Errorf("the peer reported: %s", clip(small)))
 				return
 			case wire.TypeClose:
-				p.fail(errors.New("the peer closed the connection"))
+				p.fail(errPeerClosed)
 				return
 			}
 			continue

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"testing"
 	"unicode/utf8"
 )
@@ -22,6 +23,7 @@ func FuzzExtraRequests(f *testing.F) {
 		`{"model":"m","input":"x","text":{"format":{"type":"json_schema","name":"n","schema":{"type":"object"}}},"reasoning":{"effort":"low"}}`,
 		`{"model":"m","input":"x","text":{"format":{"type":"json_schema"}},"truncation":"auto","tools":[{}],"background":true}`,
 		`{"model":"m","input":"x","max_output_tokens":0,"temperature":9,"previous_response_id":"resp_x"}`,
+		`{"model":"m","prompt":["a",[1,2]],"n":3,"seed":4,"stream":true}`, `{"prompt":[[1],{"a":1}]}`,
 		`[]`, `null`, "{\"input\":\"\xff\"}", `{"input":[{"role":"user","content":5}]}`,
 	} {
 		f.Add([]byte(s))
@@ -50,6 +52,15 @@ func FuzzExtraRequests(f *testing.F) {
 			check(t, "native constraint", e)
 		} else {
 			check(t, "native", e)
+		}
+
+		var fo fanOut
+		if json.Unmarshal(body, &fo) == nil {
+			list, e := splitPrompts(fo.Prompt)
+			check(t, "prompt list", e)
+			if e == nil && list != nil && len(list) < 2 {
+				t.Fatalf("a list of %d prompts", len(list))
+			}
 		}
 
 		var er embeddingsRequest

@@ -284,7 +284,11 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, b *Backend, j *job,
 		return
 	}
 	if len(j.prompt) >= ctxLen {
-		writeError(w, &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "messages", Code: "context_length_exceeded",
+		param := "prompt" // /v1/completions
+		if j.chat {
+			param = "messages"
+		}
+		writeError(w, &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: param, Code: "context_length_exceeded",
 			Message: fmt.Sprintf("the prompt has %d tokens but the context holds %d (and at least one token must be generated)", len(j.prompt), ctxLen)})
 		return
 	}

@@ -158,7 +158,7 @@ func (s *Server) state() (*Backend, string) {
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/chat/completions", s.auth(s.handleChat))
-	mux.HandleFunc("/v1/completions", s.auth(s.handleCompletion))
+	mux.HandleFunc("/v1/completions", s.auth(s.handleCompletionBatch))
 	mux.HandleFunc("/v1/models", s.auth(s.handleModels))
 	mux.HandleFunc("/health", s.handleHealth)
 	mux.HandleFunc("/metrics", s.handleMetrics)

@@ -80,6 +80,15 @@ await step("completions.create", async () => {
   assert.ok(n > 0, "empty completion stream");
 });
 
+await step("completions.create with several prompts and n", async () => {
+  const r = await client.completions.create({ model, prompt: ["Once upon a time", "The cat"], n: 2, max_tokens: 6, temperature: 0 });
+  assert.equal(r.choices.length, 4);
+  assert.deepEqual(r.choices.map((c) => c.index), [0, 1, 2, 3]);
+  assert.equal(r.choices[0].text, r.choices[1].text); // greedy: the same twice
+  assert.notEqual(r.choices[0].text, r.choices[2].text);
+  assert.equal(r.usage.completion_tokens, 24);
+});
+
 await step("responses.create", async () => {
   const r = await client.responses.create({
     model, instructions: "You tell stories.", input: "Once upon a time", max_output_tokens: 12, temperature: 0,
