@@ -27,6 +27,9 @@ type specBenchRow struct {
 	NMax       int       `json:"spec_n_max"`
 	NMin       int       `json:"spec_n_min"`
 	SynthRates []float64 `json:"spec_synth_rates,omitempty"`
+	// Exact says whether verification used the one-token kernels
+	// (--spec-exact, on this node).
+	Exact bool `json:"spec_exact"`
 	// SpeedUp is the decode median over the n-max 0 row's (0: no such row).
 	SpeedUp float64 `json:"speedup,omitempty"`
 	// Drafted and Accepted count drafts per position (first draft first)
@@ -108,6 +111,9 @@ func runBenchSpec(sf *specFlags, a benchSpecArgs, cf *clusterFlags, stdout, stde
 			if r.NMin < r.NMax {
 				spec += fmt.Sprintf(" (adaptive %d-%d)", r.NMin, r.NMax)
 			}
+			if !r.Exact {
+				spec += " tiles"
+			}
 			acc = fmt.Sprintf("%.2f", r.MeanAccepted)
 		}
 		if r.SpeedUp > 0 && r.NMax > 0 {
@@ -168,7 +174,7 @@ func benchSpecThreads(sf *specFlags, a benchSpecArgs, l *loaded, mf *modelFlags,
 			var baseToks []int32
 			for _, nmax := range sf.nmaxs {
 				row := specBenchRow{benchRow: benchRow{Model: filepath.Base(a.path), Threads: mf.threads, PromptTokens: len(prompt), GenTokens: n, Parallel: 1, Runs: a.reps},
-					Spec: sf.kind, NMax: nmax, NMin: min(sf.nmin, nmax), SynthRates: sf.rates}
+					Spec: sf.kind, NMax: nmax, NMin: min(sf.nmin, nmax), SynthRates: sf.rates, Exact: sf.exact && l.pool != nil && nmax > 0}
 				st := &engine.SpecStats{}
 				g := engine.NewGenerator(l.backend)
 				if nmax > 0 {

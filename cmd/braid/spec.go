@@ -21,6 +21,7 @@ type specFlags struct {
 	nmax  string // one number (run) or a comma list (bench)
 	nmin  int
 	synth string
+	exact bool
 
 	// parsed by check
 	nmaxs []int
@@ -42,6 +43,7 @@ func (f *specFlags) register(fs *flag.FlagSet, list bool) {
 	}
 	fs.StringVar(&f.nmax, "spec-n-max", "", usage)
 	fs.IntVar(&f.nmin, "spec-n-min", 0, "fewest drafts per step; below --spec-n-max the length adapts to the acceptance and the cost of a step, equal to it every step drafts that many")
+	fs.BoolVar(&f.exact, "spec-exact", true, "verify with the one-token kernels, so that greedy output is token for token the output without --spec (on this node); false: the multi-token tiles, cheaper per draft, and a near tie may go the other way (as in llama.cpp)")
 	fs.StringVar(&f.synth, "spec-synth-rates", "", "BENCHMARK ONLY: accept draft i with probability P_i (`P1,P2,...`: the share of steps whose draft i is kept) whatever the model says; the drafter runs for real, the output text is NOT the model's")
 }
 
@@ -200,10 +202,13 @@ func (f *specFlags) drafter(l *loaded, mf *modelFlags, seqs int, stderr io.Write
 
 // spec is the configuration for one draft length on l: on this node the
 // verification steps compute every token as a one-token step does (see
-// engine.Spec.Exact), so greedy output is token for token the plain one.
+// engine.Spec.Exact), so greedy output is token for token the plain one,
+// unless --spec-exact=false. Exact verification costs the row dot per
+// token instead of the tiles' shared unpacking (BenchmarkVerifyStep); the
+// adaptive length measures it and drafts less when it is dear.
 func (f *specFlags) spec(l *loaded, d engine.Drafter, nmax int, st *engine.SpecStats) engine.Spec {
 	s := engine.Spec{Drafter: d, NMax: nmax, NMin: min(f.nmin, nmax), SynthRates: f.rates, SynthSeed: 1, Stats: st}
-	if l.pool != nil {
+	if l.pool != nil && f.exact {
 		s.Exact = l.pool.SetExactColumns
 	}
 	return s

@@ -109,6 +109,9 @@ func TestBenchSpec(t *testing.T) {
 			}
 		}
 		if i > 0 {
+			if r["spec_exact"] != true {
+				t.Errorf("row %d: verification not exact: %v", i, r)
+			}
 			if r["identical_to_no_spec"] != true {
 				t.Errorf("row %d: output not identical to the row without speculation: %v", i, r)
 			}
