@@ -14,7 +14,9 @@ import (
 
 	"braid/internal/engine"
 	"braid/internal/hub"
+	"braid/internal/model"
 	"braid/internal/sample"
+	"braid/internal/spec"
 	"braid/internal/tokenizer"
 )
 
@@ -147,6 +149,11 @@ func benchSpecThreads(sf *specFlags, a benchSpecArgs, l *loaded, mf *modelFlags,
 	defer release()
 	sf.noteCluster(l, stderr)
 	V := l.backend.Vocab()
+	c, err := model.ReadConfig(l.file)
+	if err != nil {
+		return nil, err
+	}
+	recurrent := spec.Recurrent(c)
 	var textIDs []int32
 	if a.prompt != "" {
 		tok, err := tokenizer.FromGGUF(l.file)
@@ -178,7 +185,9 @@ func benchSpecThreads(sf *specFlags, a benchSpecArgs, l *loaded, mf *modelFlags,
 				st := &engine.SpecStats{}
 				g := engine.NewGenerator(l.backend)
 				if nmax > 0 {
-					if g, err = engine.NewSpecGenerator(l.backend, sf.spec(l, d, nmax, st)); err != nil {
+					sp := sf.spec(l, d, nmax, st)
+					sp.Checkpoint = recurrent
+					if g, err = engine.NewSpecGenerator(l.backend, sp); err != nil {
 						return nil, err
 					}
 				}

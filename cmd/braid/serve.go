@@ -104,7 +104,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if err := precheck(mf.path); err != nil {
 		return err
 	}
-	if err := sf.prepare(&mf, &cf, stderr); err != nil {
+	if err := sf.prepareServe(&mf, &cf, stderr); err != nil {
 		return err
 	}
 	srv := server.New(server.Config{Model: name, Aliases: []string{fileName}, APIKeys: keys, MaxBodyBytes: *maxBody, Logf: logf,

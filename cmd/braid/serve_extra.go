@@ -128,9 +128,12 @@ func interruptContext(logf func(string, ...any)) (context.Context, func()) {
 		case <-done:
 		}
 	}()
+	var once sync.Once // stop may be called on an error path and deferred too
 	return ctx, func() {
-		signal.Stop(sig)
-		close(done)
-		cancel()
+		once.Do(func() {
+			signal.Stop(sig)
+			close(done)
+			cancel()
+		})
 	}
 }

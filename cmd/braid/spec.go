@@ -121,9 +121,6 @@ func (f *specFlags) checkTarget(path string, cluster bool) error {
 	if err != nil {
 		return err
 	}
-	if err := spec.CheckTarget(c); err != nil {
-		return err
-	}
 	if f.kind == "mtp" {
 		if c.NextN <= 0 {
 			return fmt.Errorf("--spec mtp: %s (%s) has no MTP head (no nextn_predict_layers); use --spec ngram or --spec draft", path, c.Arch)
@@ -246,6 +243,24 @@ func (f *specFlags) prepare(mf *modelFlags, cf *clusterFlags, stderr io.Writer) 
 	return f.checkTarget(mf.path, cf.active())
 }
 
+// prepareServe is prepare for the server, which also refuses a target its
+// batches cannot speculate on, before it listens.
+func (f *specFlags) prepareServe(mf *modelFlags, cf *clusterFlags, stderr io.Writer) error {
+	if err := f.prepare(mf, cf, stderr); err != nil || !f.active() || mf.path == "" {
+		return err
+	}
+	file, err := gguf.Open(mf.path)
+	if err != nil {
+		return err
+	}
+	defer file.Close()
+	c, err := model.ReadConfig(file)
+	if err != nil {
+		return err
+	}
+	return spec.CheckBatched(c)
+}
+
 // generator is the loaded model's generator: plain, or speculative with
 // the drafter the flags ask for (and its stats); close releases the
 // drafter.
@@ -257,15 +272,14 @@ func (f *specFlags) generator(l *loaded, mf *modelFlags, stderr io.Writer) (*eng
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if err := spec.CheckTarget(c); err != nil {
-		return nil, nil, nil, err
-	}
 	d, release, err := f.drafter(l, mf, 1, stderr)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	st := &engine.SpecStats{}
-	g, err := engine.NewSpecGenerator(l.backend, f.spec(l, d, f.nmaxs[0], st))
+	sp := f.spec(l, d, f.nmaxs[0], st)
+	sp.Checkpoint = spec.Recurrent(c)
+	g, err := engine.NewSpecGenerator(l.backend, sp)
 	if err != nil {
 		release()
 		return nil, nil, nil, err
@@ -289,7 +303,7 @@ func (f *specFlags) schedSpec(l *loaded, mf *modelFlags, parallel int, stderr io
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := spec.CheckTarget(c); err != nil {
+	if err := spec.CheckBatched(c); err != nil {
 		return nil, nil, err
 	}
 	d, release, err := f.drafter(l, mf, parallel, stderr)

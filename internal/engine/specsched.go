@@ -101,6 +101,9 @@ func (s *Scheduler) initSpec() error {
 	if sp.Drafter.Hidden() > 0 {
 		return fmt.Errorf("engine: a drafter that reads the model's hidden states (mtp) does not run inside the server's batches yet; use ngram or draft")
 	}
+	if sp.Checkpoint {
+		return fmt.Errorf("speculative decoding inside the server's batches: %w (checkpoints are made only by the one-sequence generator, braid run and bench)", CheckTruncate(s.b.KVConfig()))
+	}
 	V, P := s.b.Vocab(), s.cfg.Parallel
 	if need := P * (sp.NMax + 1); need > s.cfg.StepTokens {
 		return fmt.Errorf("engine: %d slots with up to %d drafts each need steps of %d tokens, the step budget is %d", P, sp.NMax, need, s.cfg.StepTokens)

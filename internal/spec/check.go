@@ -6,22 +6,25 @@ import (
 	"braid/internal/model"
 )
 
-// CheckTarget refuses a target model speculative decoding cannot run on,
-// from its configuration alone (before anything is loaded, on every rank
-// of a split): a recurrent (Gated DeltaNet) layer keeps one state per
-// sequence, which holds the last position only and cannot be rolled back
-// past a rejected draft. (engine.CheckRollback checks a cache the same
-// way.) Checkpointing the state before each verification would lift this;
-// it is not built.
-func CheckTarget(c *model.Config) error {
-	if c.SSM != nil {
+// Recurrent reports whether a target keeps recurrent state (Gated DeltaNet
+// layers): one state per sequence holding the last position only, which a
+// rejected draft cannot be truncated out of. The one-sequence generator
+// checkpoints it (engine.Spec.Checkpoint; set it from this on a cluster,
+// whose coordinator may hold none of those layers).
+func Recurrent(c *model.Config) bool { return c.SSM != nil }
+
+// CheckBatched refuses, from its configuration alone, a target whose
+// speculation the server's batches cannot run: recurrent state, which is
+// checkpointed only by the one-sequence generator.
+func CheckBatched(c *model.Config) error {
+	if Recurrent(c) {
 		n := 0
 		for l := 0; l < c.Layers; l++ {
 			if c.IsRecurrent(l) {
 				n++
 			}
 		}
-		return fmt.Errorf("speculative decoding is not available for %s: its %d recurrent (DeltaNet) layers keep one state per sequence that cannot be rolled back past a rejected draft (no state checkpoints yet); run without --spec", c.Arch, n)
+		return fmt.Errorf("speculative decoding in the server is not available for %s: its %d recurrent (DeltaNet) layers keep one state per sequence that cannot be rolled back past a rejected draft, and the server's batches make no checkpoints yet (braid run and bench do); serve without --spec", c.Arch, n)
 	}
 	return nil
 }

@@ -41,8 +41,8 @@ var _ engine.Drafter = (*DraftModel)(nil)
 // vocabulary of targetVocab tokens (see CheckVocab). A draft model whose
 // cache cannot roll back (recurrent layers) is refused.
 func NewDraftModel(m *model.Model, cache *kvcache.Cache, targetVocab int) (*DraftModel, error) {
-	if err := engine.CheckRollback(cache.Config(), 1); err != nil {
-		return nil, fmt.Errorf("draft model: %w", err)
+	if err := engine.CheckTruncate(cache.Config()); err != nil {
+		return nil, fmt.Errorf("a draft model must roll back its own cache after every step: %w", err)
 	}
 	return &DraftModel{m: m, cache: cache, vocab: targetVocab, dvocab: m.Cfg.Vocab,
 		seqs: map[kvcache.SeqID]*draftSeq{}, wide: make([]float32, targetVocab)}, nil

@@ -3,6 +3,7 @@ package spec
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -183,5 +184,10 @@ func TestSchedulerSpecRefusals(t *testing.T) {
 	}
 	if _, err := engine.NewScheduler(b, engine.SchedulerConfig{Parallel: 2, Context: 256, StepTokens: 4, Spec: &engine.Spec{Drafter: &NGram{}, NMax: 3}}); err == nil {
 		t.Error("a 4-token step budget for 2 slots of 3 drafts: accepted")
+	}
+	q := load(t, sharedModel(t, "qwen35/tiny-qwen35-Q8_0.gguf"), model.Options{}, 2*256)
+	_, err = engine.NewScheduler(engine.NewLocal(q.m, q.cache), engine.SchedulerConfig{Parallel: 2, Context: 256, Spec: &engine.Spec{Drafter: &NGram{}, NMax: 3}})
+	if err == nil || !strings.Contains(err.Error(), "recurrent") {
+		t.Errorf("qwen35 in the scheduler: %v, want the recurrent-state refusal", err)
 	}
 }

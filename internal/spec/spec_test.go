@@ -200,6 +200,55 @@ func TestGreedySameWorld1(t *testing.T) {
 	}
 }
 
+// TestGreedySameRecurrent: the Gated DeltaNet hybrids (qwen35, qwen35moe)
+// keep a recurrent state that cannot be truncated: each verification is
+// checkpointed and, after a rejection, the checkpoint restored and the
+// kept tokens evaluated again. Greedy output is the plain output with
+// every drafter, their MTP heads included, and seeded sampling with
+// deterministic drafts the plain sampling.
+func TestGreedySameRecurrent(t *testing.T) {
+	for _, rel := range []string{"qwen35/tiny-qwen35-Q8_0.gguf", "qwen35/tiny-qwen35-F32.gguf", "qwen35moe/tiny-qwen35moe-Q4_K_M.gguf"} {
+		t.Run(filepath.Base(rel), func(t *testing.T) {
+			target := load(t, sharedModel(t, rel), model.Options{MTP: true}, 256)
+			b := engine.NewLocal(target.m, target.cache)
+			want := generate(t, engine.NewGenerator(b), b.Vocab(), prompt, genTokens)
+			draft := load(t, sharedModel(t, "stories260K/stories260K-Q8_0.gguf"), model.Options{}, 256)
+			specs := drafters(t, want, b.Vocab(), draft)
+			mc, err := target.m.NewMTPCache(model.CacheSize{Positions: 256})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := NewMTP(target.m, mc, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			specs["mtp-fixed3"] = engine.Spec{Drafter: d, NMin: 3, NMax: 3}
+			specs["mtp-adaptive"] = engine.Spec{Drafter: d, NMax: 4}
+			for _, name := range sortedKeys(specs) {
+				st := checkSame(t, b, exactOn(target.pool), prompt, want, name, specs[name])
+				if st.AcceptedTotal() == st.DraftedTotal() && name == "scripted-fixed3" {
+					t.Errorf("%s: no draft rejected, the checkpoint was not exercised", name)
+				}
+			}
+			if b.Has(-1) {
+				t.Error("the checkpoint sequence is left in the cache")
+			}
+			p := sample.DefaultParams()
+			for seed := uint64(1); seed <= 3; seed++ {
+				p.Seed = seed
+				want := sampled(t, engine.NewGenerator(b), p, b.Vocab(), prompt, genTokens)
+				g, err := engine.NewSpecGenerator(b, engine.Spec{Drafter: &scripted{prompt: prompt, ref: want, vocab: b.Vocab()}, NMin: 3, NMax: 3, Exact: exactOn(target.pool)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := sampled(t, g, p, b.Vocab(), prompt, genTokens); !slices.Equal(got, want) {
+					t.Errorf("seed %d: sampled output differs:\n got %v\nwant %v", seed, got, want)
+				}
+			}
+		})
+	}
+}
+
 // TestGreedySameNearTie: a generation with a near tie that the kernels'
 // multi-column tiles and the one-column dot decide differently (found by
 // braid bench: tiny-llama Q4_K_M from a random 16-token prompt, the 45th
@@ -275,11 +324,11 @@ func TestDraftAcceptsItself(t *testing.T) {
 // TestRefusals: what cannot speculate is refused at the start, with the
 // reason.
 func TestRefusals(t *testing.T) {
-	t.Run("recurrent", func(t *testing.T) {
+	t.Run("recurrent-draft-model", func(t *testing.T) {
 		m := load(t, sharedModel(t, "qwen35/tiny-qwen35-Q8_0.gguf"), model.Options{}, 256)
-		_, err := engine.NewSpecGenerator(engine.NewLocal(m.m, m.cache), engine.Spec{Drafter: &NGram{}, NMax: 4})
+		_, err := NewDraftModel(m.m, m.cache, m.m.Cfg.Vocab)
 		if err == nil || !strings.Contains(err.Error(), "recurrent") || !strings.Contains(err.Error(), "cannot be rolled back") {
-			t.Fatalf("qwen35: got %v, want the recurrent-state refusal", err)
+			t.Fatalf("qwen35 as a draft model: got %v, want the recurrent-state refusal", err)
 		}
 	})
 	t.Run("n-max", func(t *testing.T) {
