@@ -211,3 +211,29 @@ func bytesToks(s string) []int32 {
 	}
 	return out
 }
+
+// TestSynthRates: with --spec-synth-rates the share of steps whose draft i
+// is kept is rate i, whatever the model says (here a drafter whose drafts
+// are all wrong), within sampling error.
+func TestSynthRates(t *testing.T) {
+	lm := load(t, sharedModel(t, "stories260K/stories260K-F32.gguf"), model.Options{}, 256)
+	b := engine.NewLocal(lm.m, lm.cache)
+	rates := []float64{0.87, 0.76, 0.68, 0.57}
+	st := &engine.SpecStats{}
+	wrong := &scripted{prompt: prompt, ref: make([]int32, 300), vocab: b.Vocab()} // every draft token 0 or 1
+	g, err := engine.NewSpecGenerator(b, engine.Spec{Drafter: wrong, NMin: 4, NMax: 4, SynthRates: rates, SynthSeed: 3, Stats: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 12 {
+		generate(t, g, b.Vocab(), prompt, 200)
+	}
+	got := st.Acceptance()
+	t.Logf("%s", st)
+	for i, r := range rates {
+		n := float64(st.Drafted[i])
+		if sd := math.Sqrt(r * (1 - r) / n); math.Abs(got[i]-r) > 4*sd+0.01 {
+			t.Errorf("position %d: acceptance %.3f over %v drafts, want %.2f", i+1, got[i], n, r)
+		}
+	}
+}
