@@ -16,13 +16,15 @@ go test -count=1 ./...
 # The race detector needs cgo, so a C compiler (apt-get install gcc).
 # -short: this run looks for interleavings, which the short cases reach as
 # well (one shared model per architecture, every split), and the run above
-# has every case; on 2 cores it takes about 2 minutes instead of 2.5.
+# has every case; the race detector slows the model tests most (on 2 cores
+# shared with other jobs this run took 3-6 minutes of an 8-12 minute suite).
+# hub is here for its parallel ranged downloads.
 if ! command -v "$(go env CC)" >/dev/null 2>&1; then
 	echo "FAIL: no C compiler ($(go env CC)) on PATH; go test -race needs cgo (apt-get install gcc)" >&2
 	exit 1
 fi
 echo "race detector over the concurrent packages:"
-CGO_ENABLED=1 go test -count=1 -race -short ./internal/dist/... ./internal/cluster ./internal/engine ./internal/server ./internal/model
+CGO_ENABLED=1 go test -count=1 -race -short ./internal/dist/... ./internal/cluster ./internal/engine ./internal/server ./internal/model ./internal/hub
 
 qemu=""
 for q in qemu-aarch64-static qemu-aarch64; do
