@@ -7,6 +7,7 @@ import (
 
 	"braid/internal/gguf"
 	"braid/internal/model"
+	"braid/internal/sharedtest"
 	"braid/internal/sysinfo"
 )
 
@@ -18,7 +19,7 @@ func TestEstimateMemory(t *testing.T) {
 	src := filepath.Join(shared, "models", "gpt-oss", "tiny-gpt-oss-Q8_0.gguf")
 	data, err := os.ReadFile(src)
 	if err != nil {
-		t.Skipf("no shared gpt-oss model: %v", err)
+		sharedtest.Missing(t, "no shared gpt-oss model: %v", err)
 	}
 	m, err := gguf.Open(src)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"braid/internal/gguf"
 	"braid/internal/grammar"
 	"braid/internal/sample"
+	"braid/internal/sharedtest"
 	"braid/internal/tokenizer"
 )
 
@@ -19,7 +20,7 @@ func TestConstrainedBatching(t *testing.T) {
 	m := loadStories(t)
 	f, err := gguf.Open(stories + ".gguf")
 	if err != nil {
-		t.Skipf("shared test data absent (%v)", err)
+		sharedtest.Missing(t, "shared test data absent (%v)", err)
 	}
 	tok, err := tokenizer.FromGGUF(f)
 	f.Close()

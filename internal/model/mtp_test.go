@@ -10,6 +10,7 @@ import (
 
 	"braid/internal/gguf"
 	"braid/internal/kernels"
+	"braid/internal/sharedtest"
 )
 
 // TestMTPHead runs the MTP (NextN) head of every shared model that has
@@ -20,7 +21,7 @@ import (
 func TestMTPHead(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join(sharedModels, "*", "*.mtp.json"))
 	if len(files) == 0 {
-		t.Skipf("no MTP reference files under %s", sharedModels)
+		sharedtest.Missing(t, "no MTP reference files under %s", sharedModels)
 	}
 	pool := kernels.NewPool(2)
 	defer pool.Close()

@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"testing"
 	"time"
+
+	"braid/internal/sharedtest"
 )
 
 // TestOpenAINodeSDKTools runs tools.mjs (tool calls and structured
@@ -23,7 +25,7 @@ func TestOpenAINodeSDKTools(t *testing.T) {
 		t.Skip("tests/openai-client/node_modules/openai is absent (run npm ci there; .ci/run does): skipping the openai SDK test")
 	}
 	if _, err := os.Stat(model); err != nil {
-		t.Skipf("shared test model absent (%v): skipping the openai SDK test", err)
+		sharedtest.Missing(t, "shared test model absent (%v): skipping the openai SDK test", err)
 	}
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "braid")
