@@ -23,7 +23,7 @@ func init() {
 }
 
 func runServe(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("serve", "-m MODEL [--listen 127.0.0.1:8080] [--parallel 8] [-c CTX] [--api-key-file F] [--alias NAME] [--workers ... | --cluster FILE] [--spec ngram|draft [--model-draft F] [--spec-n-max N] [--spec-n-min N]]", stderr)
+	fs := newFlags("serve", "-m MODEL [--listen 127.0.0.1:8080] [--parallel 8] [-c CTX] [--api-key-file F] [--alias NAME] [--workers ... | --cluster FILE] [--spec ngram|draft|mtp [--model-draft F] [--spec-n-max N] [--spec-n-min N]]", stderr)
 	mf := modelFlags{serving: true}
 	mf.register(fs)
 	var cf clusterFlags
@@ -48,9 +48,6 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}
 	if err := sf.check(false); err != nil {
 		return err
-	}
-	if sf.kind == "mtp" {
-		return usagef("--spec mtp does not run inside the server's batches yet; use --spec ngram or --spec draft")
 	}
 	slog, err := newServeLog(stderr, *logFormat)
 	if err != nil {

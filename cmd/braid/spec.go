@@ -296,9 +296,6 @@ func (f *specFlags) schedSpec(l *loaded, mf *modelFlags, parallel int, stderr io
 	if !f.active() {
 		return nil, func() {}, nil
 	}
-	if f.kind == "mtp" {
-		return nil, nil, fmt.Errorf("--spec mtp does not run inside the server's batches yet; use --spec ngram or --spec draft")
-	}
 	c, err := model.ReadConfig(l.file)
 	if err != nil {
 		return nil, nil, err

@@ -247,8 +247,48 @@ func TestServeSpec(t *testing.T) {
 			t.Errorf("%v: no first draft accepted:\n%s", args, m)
 		}
 	}
-	_, errOut, code := braid(t, "", "serve", "-m", stories, "--spec", "mtp")
-	if code != 2 || !strings.Contains(errOut, "--spec mtp does not run inside the server's batches") {
-		t.Errorf("serve --spec mtp: exit %d, %s", code, errOut)
+}
+
+// TestServeSpecMTP: braid serve --spec mtp drafts with the model's own
+// head inside the batches and answers what it answers without.
+func TestServeSpecMTP(t *testing.T) {
+	glm := filepath.Join(shared, "models", "glm4moe", "tiny-glm4moe-Q8_0.gguf")
+	needShared(t, glm)
+	serve := func(args ...string) string {
+		_, addr, lines := startServe(t, append([]string{"-m", glm, "-c", "256", "--parallel", "3", "-t", "1"}, args...)...)
+		waitLine(t, lines, "ready:", 30*time.Second)
+		return addr
+	}
+	complete := func(addr, p string) string {
+		body, _ := json.Marshal(map[string]any{"model": "tiny-glm4moe-Q8_0", "prompt": p, "max_tokens": 32, "temperature": 0})
+		resp, err := http.Post("http://"+addr+"/v1/completions", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var r struct {
+			Choices []struct {
+				Text string `json:"text"`
+			} `json:"choices"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || len(r.Choices) != 1 {
+			t.Fatalf("%v %v", err, r)
+		}
+		return r.Choices[0].Text
+	}
+	plain, mtp := serve(), serve("--spec", "mtp")
+	for _, p := range []string{"Once upon a time", "The dog ran and ran and ran"} {
+		if got, want := complete(mtp, p), complete(plain, p); got != want {
+			t.Errorf("%q: %q with --spec mtp, %q without", p, got, want)
+		}
+	}
+	resp, err := http.Get("http://" + mtp + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(m), `braid_spec_drafted_total{position="1"}`) || strings.Contains(string(m), "braid_spec_drafted_total{position=\"1\"} 0\n") {
+		t.Errorf("no MTP drafts in /metrics:\n%s", m)
 	}
 }

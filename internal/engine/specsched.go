@@ -39,6 +39,14 @@ type schedSpec struct {
 	qprobs []float32 // [Parallel x NMax x vocab], per decoding slot
 	cost   stepCost
 
+	// A drafter of hidden states (mtp): every prompt token is an output,
+	// and the states of the prompt chunks and of the kept tokens go to it.
+	hb     HiddenBackend
+	hd     HiddenDrafter
+	width  int
+	hidden []float32 // [rows x width]
+	chunks []promptChunk
+
 	// published for Counters
 	mu    sync.Mutex
 	stats SpecStats
@@ -53,6 +61,13 @@ type seqSpec struct {
 	sampler *sample.Sampler
 	req     int // its request in the step, -1 when none
 	rows    int // output rows in the step
+}
+
+// promptChunk is a sequence's prompt tokens [start, start+n) in a step,
+// output rows from row.
+type promptChunk struct {
+	q             *seq
+	start, n, row int
 }
 
 type draftCand struct {
@@ -98,9 +113,6 @@ func (s *Scheduler) initSpec() error {
 	if err := sp.Validate(s.b); err != nil {
 		return err
 	}
-	if sp.Drafter.Hidden() > 0 {
-		return fmt.Errorf("engine: a drafter that reads the model's hidden states (mtp) does not run inside the server's batches yet; use ngram or draft")
-	}
 	if sp.Checkpoint {
 		return fmt.Errorf("speculative decoding inside the server's batches: %w (checkpoints are made only by the one-sequence generator, braid run and bench)", CheckTruncate(s.b.KVConfig()))
 	}
@@ -118,6 +130,16 @@ func (s *Scheduler) initSpec() error {
 	s.spec.stats.Drafted = make([]int64, sp.NMax)
 	s.spec.stats.Accepted = make([]int64, sp.NMax)
 	s.logits = make([]float32, P*(sp.NMax+1)*V)
+	if w := sp.Drafter.Hidden(); w > 0 {
+		// Every prompt token is an output (its state goes to the head):
+		// rows for a whole step. A reused prefix would come without its
+		// states, so prefixes are not reused.
+		rows := P*(sp.NMax+1) + s.cfg.StepTokens
+		s.spec.hb, s.spec.hd, s.spec.width = s.b.(HiddenBackend), sp.Drafter.(HiddenDrafter), w
+		s.logits = make([]float32, rows*V)
+		s.spec.hidden = make([]float32, rows*w)
+		s.cfg.PrefixCache = -1
+	}
 	return nil
 }
 
@@ -311,16 +333,22 @@ func (s *Scheduler) stepSpec() {
 		budget -= st.rows
 	}
 	prompt := 0
+	sp.chunks = sp.chunks[:0]
 	for _, q := range s.active {
 		if q.fed == len(q.prompt) || budget <= 0 {
 			continue
 		}
 		n := min(len(q.prompt)-q.fed, budget)
+		if sp.hd != nil {
+			sp.chunks = append(sp.chunks, promptChunk{q: q, start: q.fed, n: n, row: outs})
+		}
 		for i := q.fed; i < q.fed+n; i++ {
 			last := i == len(q.prompt)-1
-			s.batch.Add(q.prompt[i], int32(i), q.id, last)
+			s.batch.Add(q.prompt[i], int32(i), q.id, last || sp.hd != nil)
 			if last {
 				q.logits = outs
+			}
+			if last || sp.hd != nil {
 				outs++
 			}
 		}
@@ -339,7 +367,12 @@ func (s *Scheduler) stepSpec() {
 	if exact {
 		sp.cfg.Exact(verified)
 	}
-	err := s.b.Forward(&s.batch, out, s.logits)
+	var err error
+	if sp.hd != nil {
+		err = sp.hb.ForwardHidden(&s.batch, out, s.logits, sp.hidden[:outs*sp.width])
+	} else {
+		err = s.b.Forward(&s.batch, out, s.logits)
+	}
 	if exact {
 		sp.cfg.Exact(0)
 	}
@@ -362,9 +395,21 @@ func (s *Scheduler) stepSpec() {
 	if prompt == 0 && len(sp.dec) > 0 {
 		sp.cost.add(verified, now.Sub(start).Seconds())
 	}
+	// The prompt chunks' states to the head (before any sequence of the
+	// step can end and be forgotten by it).
+	for _, c := range sp.chunks {
+		E := sp.width
+		if err := sp.hd.Observe(c.q.id, c.q.prompt, c.start, sp.hidden[c.row*E:(c.row+c.n)*E]); err != nil {
+			c.q.logits = -2 // ended below
+		}
+	}
 	a := s.active[:0]
 	sp.mu.Lock()
 	for _, q := range s.active {
+		if q.logits == -2 {
+			s.end(q, FinishError, fmt.Errorf("engine: handing the prompt's states to the drafter failed"), false)
+			continue
+		}
 		if q.logits < 0 {
 			a = append(a, q)
 			continue
@@ -399,8 +444,15 @@ func (s *Scheduler) verifyInto(q *seq, st *seqSpec, now time.Time) (Finish, erro
 	sp, V := s.spec, s.b.Vocab()
 	j := q.st.job
 	rows := s.logits[q.logits*V : (q.logits+st.rows)*V]
+	n := len(q.toks) - 1 // the pending token's position
 	if len(st.drafts) == 0 || j.Constraint != nil {
 		st.rows = 0
+		if sp.hd != nil {
+			E := sp.width
+			if err := sp.hd.Observe(q.id, q.toks, n, sp.hidden[q.logits*E:(q.logits+1)*E]); err != nil {
+				return FinishError, fmt.Errorf("engine: handing states to the drafter: %w", err)
+			}
+		}
 		return s.sampleInto(q, rows[:V], now), nil
 	}
 	v := sp.v
@@ -415,7 +467,14 @@ func (s *Scheduler) verifyInto(q *seq, st *seqSpec, now time.Time) (Finish, erro
 	sp.steps.Add(1)
 	st.lc.Update(kd, accepted, 0)
 	sp.global.Update(kd, accepted, 0)
-	n := len(q.toks) - 1 // the pending token's position
+	if sp.hd != nil {
+		// The kept positions' states; their tokens reach the drafter with
+		// the next Draft.
+		E := sp.width
+		if err := sp.hd.Observe(q.id, q.toks, n, sp.hidden[q.logits*E:(q.logits+accepted+1)*E]); err != nil {
+			return FinishError, fmt.Errorf("engine: handing states to the drafter: %w", err)
+		}
+	}
 	if accepted < kd {
 		if err := s.b.Truncate(q.id, n+1+accepted); err != nil {
 			return FinishError, fmt.Errorf("engine: dropping rejected drafts: %w", err)

@@ -166,11 +166,23 @@ func TestSchedulerSpecSampled(t *testing.T) {
 	}
 }
 
-// TestSchedulerSpecRefusals: a drafter of hidden states is refused in the
-// server's batches, and so is a step budget too small for the drafts.
-func TestSchedulerSpecRefusals(t *testing.T) {
-	lm := load(t, sharedModel(t, "glm4moe/tiny-glm4moe-Q8_0.gguf"), model.Options{MTP: true}, 2*256)
-	mc, err := lm.m.NewMTPCache(model.CacheSize{Positions: 512})
+// TestSchedulerSpecMTP: the MTP head drafts inside the batches: every
+// prompt chunk's states fill its cache (prompts longer than a step, taken
+// in chunks beside other sequences' verifications), and each of six
+// requests through three slots gets the plain Generator's tokens for its
+// prompt alone, with drafts accepted (the shaped head predicts repeats).
+func TestSchedulerSpecMTP(t *testing.T) {
+	path := sharedModel(t, "glm4moe/tiny-glm4moe-Q8_0.gguf")
+	ref := load(t, path, model.Options{}, 256)
+	rb := engine.NewLocal(ref.m, ref.cache)
+	prompts := [][]int32{prompt, slices.Concat(prompt, prompt, prompt), prompt[:5], slices.Concat(prompt[3:], prompt), {1, 426, 426}, prompt[:9]}
+	const n = 32
+	var want [][]int32
+	for _, p := range prompts {
+		want = append(want, generate(t, engine.NewGenerator(rb), rb.Vocab(), p, n))
+	}
+	lm := load(t, path, model.Options{MTP: true}, 3*256)
+	mc, err := lm.m.NewMTPCache(model.CacheSize{Positions: 3 * 256})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,10 +190,45 @@ func TestSchedulerSpecRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := engine.NewLocal(lm.m, lm.cache)
-	if _, err := engine.NewScheduler(b, engine.SchedulerConfig{Parallel: 2, Context: 256, Spec: &engine.Spec{Drafter: d, NMax: 3}}); err == nil {
-		t.Error("mtp in the scheduler: accepted")
+	sp := engine.Spec{Drafter: d, NMin: 2, NMax: 2, Exact: exactOn(lm.pool)}
+	s, err := engine.NewScheduler(engine.NewLocal(lm.m, lm.cache), engine.SchedulerConfig{Parallel: 3, Context: 256, StepTokens: 24, Spec: &sp})
+	if err != nil {
+		t.Fatal(err)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	var streams []*engine.Stream
+	for _, p := range prompts {
+		st, err := s.Submit(context.Background(), engine.Job{Prompt: p, MaxTokens: n, Sampler: greedy(t, rb.Vocab()), TopLogprobs: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		streams = append(streams, st)
+	}
+	for i, st := range streams {
+		toks, _ := collect(t, st)
+		if got := ids(toks); !slices.Equal(got, want[i]) {
+			t.Errorf("request %d: got %v, want %v", i, got, want[i])
+		}
+	}
+	st := s.SpecStats()
+	t.Logf("%s", st)
+	if st.AcceptedTotal() == 0 {
+		t.Errorf("no MTP draft accepted: %s", st)
+	}
+	if mc.Stats().BlocksUsed != 0 {
+		t.Errorf("the head's cache holds %d blocks after every request ended", mc.Stats().BlocksUsed)
+	}
+}
+
+// TestSchedulerSpecRefusals: a step budget too small for the drafts and a
+// recurrent target are refused in the server's batches.
+func TestSchedulerSpecRefusals(t *testing.T) {
+	lm := load(t, sharedModel(t, "glm4moe/tiny-glm4moe-Q8_0.gguf"), model.Options{}, 2*256)
+	b := engine.NewLocal(lm.m, lm.cache)
+	var err error
 	if _, err := engine.NewScheduler(b, engine.SchedulerConfig{Parallel: 2, Context: 256, StepTokens: 4, Spec: &engine.Spec{Drafter: &NGram{}, NMax: 3}}); err == nil {
 		t.Error("a 4-token step budget for 2 slots of 3 drafts: accepted")
 	}
