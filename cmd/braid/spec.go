@@ -42,7 +42,11 @@ func (f *specFlags) register(fs *flag.FlagSet, list bool) {
 		usage = "most drafts per step, comma-separated, one row each; 0 is a row without speculation (default: ngram 8, draft 8, mtp 3)"
 	}
 	fs.StringVar(&f.nmax, "spec-n-max", "", usage)
-	fs.IntVar(&f.nmin, "spec-n-min", 0, "fewest drafts per step; below --spec-n-max the length adapts to the acceptance and the cost of a step, equal to it every step drafts that many")
+	nminUsage := "fewest drafts per step; below --spec-n-max the length adapts to the acceptance and the cost of a step, equal to it every step drafts that many"
+	if list {
+		nminUsage += " (above a row's --spec-n-max: that row drafts its n-max every step, e.g. --spec-n-min 32 for fixed lengths)"
+	}
+	fs.IntVar(&f.nmin, "spec-n-min", 0, nminUsage)
 	fs.BoolVar(&f.exact, "spec-exact", true, "verify with the one-token kernels, so that greedy output is token for token the output without --spec (on this node); false: the multi-token tiles, cheaper per draft, and a near tie may go the other way (as in llama.cpp)")
 	fs.StringVar(&f.synth, "spec-synth-rates", "", "BENCHMARK ONLY: accept draft i with probability P_i (`P1,P2,...`: the share of steps whose draft i is kept) whatever the model says; the drafter runs for real, the output text is NOT the model's")
 }
@@ -84,7 +88,7 @@ func (f *specFlags) check(list bool) error {
 		if n > engine.MaxDrafts || (n < 1 && !list) {
 			return usagef("--spec-n-max %d: must be in [1, %d]", n, engine.MaxDrafts)
 		}
-		if n > 0 && f.nmin > n {
+		if n > 0 && f.nmin > n && !list {
 			return usagef("--spec-n-min %d: must not exceed --spec-n-max %d", f.nmin, n)
 		}
 	}
