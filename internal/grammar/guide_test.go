@@ -223,3 +223,43 @@ func TestMaskOverwritesRowWhenAsked(t *testing.T) {
 		t.Errorf("after the end, sampled %d", id)
 	}
 }
+
+// TestNoAllocsPerToken: with its masks computed, a constrained sequence
+// samples and advances without allocating.
+func TestNoAllocsPerToken(t *testing.T) {
+	pieces, eogs := byteVocab()
+	g, err := CompileSchema([]byte(`{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"array","items":{"type":"integer"}}},"required":["a","b"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gd := NewGuide(g, NewVocab(pieces, eogs))
+	text := `{"a": "xyz é", "b": [1, 22, 333]}`
+	ids := make([]int32, 0, len(text))
+	for i := 0; i < len(text); i++ {
+		ids = append(ids, int32(2+int(text[i]))) // the byte tokens
+	}
+	row := make([]float32, len(pieces))
+	smp, _ := sample.New(sample.Params{Temperature: 0.8, TopK: 20, TopP: 0.9, RepeatPenalty: 1, Seed: 1}, len(pieces))
+	run := func() {
+		c := gd.NewConstraint()
+		for _, id := range ids {
+			c.Sample(smp, row, false)
+			c.Advance(id)
+		}
+	}
+	run() // the masks
+	c := gd.NewConstraint()
+	i := 0
+	allocs := testing.AllocsPerRun(100, func() {
+		if i == len(ids) {
+			c, i = gd.NewConstraint(), 0
+		}
+		c.Sample(smp, row, false)
+		c.Advance(ids[i])
+		i++
+	})
+	if allocs > 0.05 {
+		t.Errorf("%.2f allocations per token", allocs)
+	}
+	_ = run
+}

@@ -4,12 +4,20 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"braid/internal/engine"
+	"braid/internal/gguf"
 	"braid/internal/grammar"
+	"braid/internal/kernels"
+	"braid/internal/model"
+	"braid/internal/sharedtest"
+	"braid/internal/tokenizer"
 )
 
 type schemaCase struct {
@@ -59,7 +67,66 @@ func constrainedReply(t *testing.T, ts *testServer, path, body string, stream bo
 // valid prefix: chat whole and streamed, and text completions with
 // llama-server's json_schema field, four at a time in shared steps.
 func TestStructuredOutputs(t *testing.T) {
-	ts := startServer(t, opts{parallel: 4, ctx: 1024})
+	structuredTable(t, startServer(t, opts{parallel: 4, ctx: 1024}))
+}
+
+// TestStructuredRandomWeights is the table on tiny-llama, a model of
+// random weights: its text is noise, and the guarantee does not depend on
+// the model.
+func TestStructuredRandomWeights(t *testing.T) {
+	structuredTable(t, startModelServer(t, "../../../shared/testdata/models/tiny-llama/tiny-llama-F32.gguf", 4, 1024))
+}
+
+// startModelServer serves a shared model file (as startServer does
+// stories260K).
+func startModelServer(t *testing.T, path string, parallel, ctxLen int) *testServer {
+	t.Helper()
+	f, err := gguf.Open(path)
+	if err != nil {
+		sharedtest.Missing(t, "shared test model absent (%v)", err)
+	}
+	t.Cleanup(func() { f.Close() })
+	pool := kernels.NewPool(2)
+	t.Cleanup(pool.Close)
+	m, err := model.New(f, pool, model.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.FromGGUF(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache, err := m.NewCache(model.CacheSize{Positions: parallel * ctxLen, Ctx: ctxLen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sched, err := engine.NewScheduler(engine.NewLocal(m, cache), engine.SchedulerConfig{Parallel: parallel, Context: ctxLen, IsEOG: tok.IsEOG})
+	if err != nil {
+		t.Fatal(err)
+	}
+	schedCtx, stopSched := context.WithCancel(context.Background())
+	schedDone := make(chan struct{})
+	go func() { sched.Run(schedCtx); close(schedDone) }()
+	srv := New(Config{Model: "stories", APIKeys: []string{testKey}, Logf: t.Logf})
+	srv.SetReady(&Backend{Sched: sched, Tok: tok, Vocab: m.Cfg.Vocab})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln, 5*time.Second) }()
+	ts := &testServer{url: "http://" + ln.Addr().String(), srv: srv, sched: sched, tok: tok, stop: stop, done: done}
+	t.Cleanup(func() {
+		stop()
+		<-done
+		stopSched()
+		<-schedDone
+	})
+	return ts
+}
+
+func structuredTable(t *testing.T, ts *testServer) {
 	cases := schemaTable(t)
 	runs := 3
 	if testing.Short() {

@@ -11,6 +11,7 @@ import (
 	"braid/internal/chat"
 	"braid/internal/grammar"
 	"braid/internal/sample"
+	"braid/internal/sharedtest"
 )
 
 // byteVocab: every byte a token, plus two end tokens (ids 0 and 1).
@@ -38,7 +39,7 @@ func TestForcedCallGrammars(t *testing.T) {
 	for _, name := range names {
 		src, err := os.ReadFile(filepath.Join(templateDir, name+".jinja"))
 		if err != nil {
-			t.Skipf("templates absent: %v", err)
+			sharedtest.Missing(t, "shared chat templates absent: %v", err)
 		}
 		f := wantFormat[name]
 		rf := chat.DetectReasoning(string(src))
