@@ -203,16 +203,16 @@ func center(s string, fill byte) string {
 // WriteJSON writes the summary and, per request, the raw timings.
 func (r *ServeReport) WriteJSON(w io.Writer) error {
 	type cfg struct {
-		URL         string  `json:"url"`
-		Model       string  `json:"model"`
-		Endpoint    string  `json:"endpoint"`
-		NumPrompts  int     `json:"num_prompts"`
-		InputLen    int     `json:"input_len"`
-		OutputLen   int     `json:"output_len"`
-		Concurrency int     `json:"concurrency"`
-		RequestRate any     `json:"request_rate"` // a number, or "inf"
-		Seed        uint64  `json:"seed"`
-		Dataset     string  `json:"dataset,omitempty"`
+		URL         string `json:"url"`
+		Model       string `json:"model"`
+		Endpoint    string `json:"endpoint"`
+		NumPrompts  int    `json:"num_prompts"`
+		InputLen    int    `json:"input_len"`
+		OutputLen   int    `json:"output_len"`
+		Concurrency int    `json:"concurrency"`
+		RequestRate any    `json:"request_rate"` // a number, or "inf"
+		Seed        uint64 `json:"seed"`
+		Dataset     string `json:"dataset,omitempty"`
 	}
 	c := r.Config
 	var rate any = c.RequestRate
