@@ -433,6 +433,38 @@ func (c *Constraint) State() int32 { return c.s }
 // SetState returns to a position from State.
 func (c *Constraint) SetState(s int32) { c.s, c.ended, c.broken = s, false, false }
 
+// Fork returns a constraint at the same position that moves on its own:
+// speculative decoding checks a draft with one, masking the target's row
+// for each drafted position with the fork's state and advancing it by
+// the draft, while the sequence's constraint stays where the output is.
+func (c *Constraint) Fork() *Constraint {
+	return &Constraint{gd: c.gd, s: c.s, ended: c.ended, broken: c.broken}
+}
+
+// Allows reports whether id may come next (an end token where the output
+// may end), without moving: a drafter's tokens can be cut at the first
+// one the grammar refuses before the target sees them.
+func (c *Constraint) Allows(id int32) bool {
+	gd := c.gd
+	if c.ended || c.broken || id < 0 || int(id) >= gd.v.size {
+		return false
+	}
+	gd.mu.Lock()
+	defer gd.mu.Unlock()
+	if gd.v.isEOG[id] {
+		return gd.a.states[c.s].accept
+	}
+	p := gd.v.pieces[id]
+	if p == "" {
+		return false
+	}
+	s := c.s
+	for i := 0; i < len(p) && s != dead; i++ {
+		s = gd.a.step(s, p[i])
+	}
+	return s != dead
+}
+
 // PieceSource is what TokenPieces reads from a tokenizer.
 type PieceSource interface {
 	VocabSize() int

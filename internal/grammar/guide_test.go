@@ -263,3 +263,97 @@ func TestNoAllocsPerToken(t *testing.T) {
 	}
 	_ = run
 }
+
+// TestSpeculativeVerification plays speculative decoding against a
+// grammar: a drafter proposes random tokens, cut at the first the grammar
+// refuses (Allows); the target's rows are masked position by position
+// with a fork of the constraint advanced by the draft, the drafts kept
+// while the target's greedy choice agrees, then its own token; the
+// sequence's constraint advances by what is kept. Whatever the drafts,
+// the output follows the grammar, and equals plain greedy decoding under
+// the grammar of the same rows.
+func TestSpeculativeVerification(t *testing.T) {
+	pieces, eogs := byteVocab()
+	g := mustGBNF(t, strings.Replace(jsonGBNF, "root   ::= value", `root   ::= (value " "){25}`, 1))
+	gd := NewGuide(g, NewVocab(pieces, eogs))
+	rng := rand.New(rand.NewPCG(4, 4))
+	greedy, _ := sample.New(sample.Params{Temperature: 0, TopP: 1, RepeatPenalty: 1}, len(pieces))
+	// The "model": logits that depend on the position only, so plain and
+	// speculative decoding see the same rows.
+	rowAt := func(pos int) []float32 {
+		r := rand.New(rand.NewPCG(uint64(pos), 77))
+		row := make([]float32, len(pieces))
+		for i := range row {
+			row[i] = float32(r.NormFloat64())
+		}
+		row[0], row[1] = -5, -5 // the end comes late
+		return row
+	}
+	plain := func() []int32 {
+		c := gd.NewConstraint()
+		var out []int32
+		for pos := 0; pos < 300; pos++ {
+			id := c.Sample(greedy, rowAt(pos), false)
+			out = append(out, id)
+			if id < 2 || c.Advance(id) {
+				break
+			}
+		}
+		return out
+	}()
+	if len(plain) < 20 {
+		t.Fatalf("plain decoding gave only %d tokens: the test needs a longer output", len(plain))
+	}
+	for trial := range 20 {
+		c := gd.NewConstraint()
+		var out []int32
+		done := false
+		for !done && len(out) < 300 {
+			// Draft up to 4 tokens, cut where the grammar refuses.
+			f := c.Fork()
+			var drafts []int32
+			for range 1 + rng.IntN(4) {
+				d := int32(rng.IntN(len(pieces)))
+				if trial%2 == 0 && len(plain) > len(out)+len(drafts) && rng.IntN(3) > 0 {
+					d = plain[len(out)+len(drafts)] // a good drafter, often
+				}
+				if !f.Allows(d) {
+					break
+				}
+				drafts = append(drafts, d)
+				if f.Advance(d) {
+					break
+				}
+			}
+			// Verify: each position's row masked by a fork at that point.
+			v := c.Fork()
+			for i := 0; i <= len(drafts); i++ {
+				id := v.Sample(greedy, rowAt(len(out)), false)
+				out = append(out, id)
+				if id < 2 || c.Advance(id) {
+					done = true
+					break
+				}
+				v.Advance(id)
+				if i == len(drafts) || id != drafts[i] {
+					break
+				}
+			}
+		}
+		text := ""
+		for _, id := range out {
+			text += pieces[id]
+		}
+		if ok, _ := g.Check(text); !ok {
+			t.Fatalf("trial %d: %q does not follow the grammar", trial, text)
+		}
+		if len(plain) < 300 && len(out) != len(plain) || len(out) < len(plain) {
+			t.Fatalf("trial %d: %d tokens, plain decoding %d", trial, len(out), len(plain))
+		}
+		for i := range plain {
+			if out[i] != plain[i] {
+				t.Fatalf("trial %d: token %d is %d, plain decoding %d", trial, i, out[i], plain[i])
+			}
+		}
+	}
+}
