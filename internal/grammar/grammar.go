@@ -667,3 +667,57 @@ func (b *Builder) Embed(g *Grammar) *Node {
 	}
 	return b.Ref(names[g.root])
 }
+
+// NotContaining matches any bytes in which m (not empty) does not occur.
+// Its rules follow the states of a string search for m (how much of m the
+// text ends with), so it costs one automaton state per byte of m, and a
+// repetition of it does not grow the parse stack.
+func (b *Builder) NotContaining(m string) *Node {
+	if m == "" {
+		panic("grammar: NotContaining an empty string")
+	}
+	// fail[k]: the longest proper border of m[:k].
+	fail := make([]int, len(m)+1)
+	for k := 2; k <= len(m); k++ {
+		j := fail[k-1]
+		for j > 0 && m[j] != m[k-1] {
+			j = fail[j]
+		}
+		if m[j] == m[k-1] {
+			j++
+		}
+		fail[k] = j
+	}
+	next := func(k int, c byte) int {
+		for k > 0 && m[k] != c {
+			k = fail[k]
+		}
+		if m[k] == c {
+			k++
+		}
+		return k
+	}
+	prefix := b.Fresh("not-containing")
+	b.Rule(prefix) // taken, so that the next Fresh names another
+	names := make([]string, len(m))
+	for k := 0; k < len(m); k++ {
+		names[k] = fmt.Sprintf("%s-%d", prefix, k)
+		b.Rule(names[k])
+	}
+	for k := 0; k < len(m); k++ {
+		sets := make([]byteSet, len(m))
+		for c := range 256 {
+			if j := next(k, byte(c)); j < len(m) {
+				sets[j].add(byte(c))
+			}
+		}
+		alts := []*Node{Empty()}
+		for j, set := range sets {
+			if !set.empty() {
+				alts = append(alts, Seq(&Node{op: opBytes, set: set}, b.Ref(names[j])))
+			}
+		}
+		b.Define(names[k], Alt(alts...))
+	}
+	return b.Ref(names[0])
+}

@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -178,6 +179,32 @@ func TestEmbed(t *testing.T) {
 	for s, want := range map[string]bool{`<a>{"x": [1, 2]}</a>`: true, `<a>"s"</a>`: true, `<a>{</a>`: false, `{}`: false} {
 		if g.Accepts(s) != want {
 			t.Errorf("%q: got %v", s, !want)
+		}
+	}
+}
+
+func TestNotContaining(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, m := range []string{"<tool_call>", "aab", "abab", "a", "[TOOL_CALLS]", "<｜tool▁calls▁begin｜>"} {
+		b := NewBuilder()
+		b.Define("root", Seq(b.NotContaining(m), Opt(Lit(m))))
+		g, err := b.Build("root")
+		if err != nil {
+			t.Fatal(err)
+		}
+		alpha := m + "xy<>|"
+		for range 3000 {
+			n := rng.IntN(20)
+			buf := make([]byte, n)
+			for i := range buf {
+				buf[i] = alpha[rng.IntN(len(alpha))]
+			}
+			s := string(buf)
+			// Text without m, or text without m and then m once, at the end.
+			want := !strings.Contains(s, m) || strings.Index(s, m) == len(s)-len(m)
+			if got := g.Accepts(s); got != want {
+				t.Fatalf("%q in %q: got %v, want %v", m, s, got, want)
+			}
 		}
 	}
 }

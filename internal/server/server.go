@@ -466,6 +466,8 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	case ts.forced() || spec != nil && ts.active():
 		gd, e = b.toolGuide(ts, spec, opened)
+	case ts.active() && ts.strict:
+		gd, e = b.lazyGuide(ts)
 	case spec != nil:
 		gd, e = b.specGuide(spec, true, b.reasoning, opened)
 	}

@@ -21,6 +21,10 @@ type toolSetup struct {
 	choice   string
 	only     string
 	parallel bool
+	// strict is set when a tool asks for strict arguments: with
+	// tool_choice auto, a call the model begins is then held to its
+	// schema (formats with a call marker).
+	strict bool
 }
 
 // active says whether the model is offered tools and its output parsed
@@ -97,6 +101,7 @@ func (q *chatRequest) tools() (*toolSetup, *apiError) {
 			if json.Unmarshal(f.Strict, &b) != nil {
 				return nil, badRequest(param+".function.strict", "%s.function.strict must be a boolean", param)
 			}
+			ts.strict = ts.strict || b
 		}
 		ts.tools = append(ts.tools, toolcall.Tool{Name: *f.Name, Parameters: f.Parameters})
 		ts.raw = append(ts.raw, raw)
@@ -204,6 +209,34 @@ func (b *Backend) toolGuide(ts *toolSetup, spec *constraintSpec, opened bool) (*
 			root = wrapReasoning(bl, b.reasoning, opened, answer)
 		}
 		bl.Define("root", root)
+		g, err := bl.Build("root")
+		if err != nil {
+			return nil, badRequest("tools", "tools: %v", err)
+		}
+		return g, nil
+	})
+}
+
+// lazyGuide is the guide of tool_choice auto with strict tools: free text
+// until the model writes the format's call marker, then calls held to the
+// schemas. nil when the format has no marker.
+func (b *Backend) lazyGuide(ts *toolSetup) (*grammar.Guide, *apiError) {
+	if b.tools.Marker() == "" {
+		return nil, nil
+	}
+	var key strings.Builder
+	fmt.Fprintf(&key, "lazy\x00%v\x00", ts.parallel)
+	for _, t := range ts.raw {
+		key.Write(t.(json.RawMessage))
+		key.WriteByte(0)
+	}
+	return b.guide(key.String(), true, "tools", func() (*grammar.Grammar, *apiError) {
+		bl := grammar.NewBuilder()
+		n, _, err := toolcall.Lazy(bl, toolcall.GrammarSpec{Format: b.tools, Template: b.Template.Source(), Tools: ts.tools, Parallel: ts.parallel})
+		if err != nil {
+			return nil, toolError(ts, err)
+		}
+		bl.Define("root", n)
 		g, err := bl.Build("root")
 		if err != nil {
 			return nil, badRequest("tools", "tools: %v", err)

@@ -402,3 +402,33 @@ func startScriptedLong(t *testing.T, name string) *scriptServer {
 	})
 	return ss
 }
+
+// TestStrictToolsAuto: with tool_choice auto and a strict tool, a model
+// that answers in text is left alone, and one that begins a call is held
+// to the tool's schema from the call's marker on.
+func TestStrictToolsAuto(t *testing.T) {
+	strict := strings.Replace(timeTool, `"name":"get_time",`, `"name":"get_time","strict":true,`, 1)
+	body := `{"model":"m","messages":[{"role":"user","content":"Time?"}],"tools":[` + strict + `],"temperature":0}`
+	for _, c := range []struct{ template, call string }{
+		{"Qwen-Qwen2.5-7B-Instruct", "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"zone\": \"PST\"}}\n</tool_call>"},
+		{"Mistral-Small-3.2-24B-Instruct-2506", "[TOOL_CALLS]get_time[ARGS]{\"zone\": \"PST\"}"},
+	} {
+		ss := startScriptedLong(t, c.template)
+		ss.say("It is noon <somewhere> [really].")
+		r := toolChat(t, ss.url, body, false)
+		if r.content != "It is noon <somewhere> [really]." || len(r.calls) != 0 || r.finish != "stop" {
+			t.Errorf("%s: a text answer came back as %+v", c.template, r)
+		}
+		ss.say(c.call)
+		for _, stream := range []bool{false, true} {
+			r = toolChat(t, ss.url, body, stream)
+			if len(r.calls) != 1 || r.finish != "tool_calls" {
+				t.Errorf("%s (stream %v): %+v", c.template, stream, r)
+				continue
+			}
+			if err := grammar.ValidateJSON([]byte(toolSchemas["get_time"]), []byte(*r.calls[0].Function.Arguments)); err != nil {
+				t.Errorf("%s (stream %v): arguments %s not held to the schema: %v", c.template, stream, *r.calls[0].Function.Arguments, err)
+			}
+		}
+	}
+}

@@ -228,3 +228,36 @@ func isStringy(types []string) bool {
 	}
 	return false
 }
+
+// Marker is the text that starts f's calls (for DeepSeek, the start its
+// two tags share: its parser also reads a call without the list tag), ""
+// for the formats whose calls have none to wait for (Llama 3 writes a bare
+// JSON reply; harmony names the recipient inside a message header).
+func (f Format) Marker() string {
+	switch f {
+	case Hermes, QwenXML, GLM:
+		return tagToolCall
+	case Mistral:
+		return tagMistralCalls
+	case DeepSeek:
+		return "<｜tool▁call"
+	}
+	return ""
+}
+
+// Lazy is the grammar of a reply that may call tools (tool_choice auto
+// with strict tools): any text in which the format's marker does not
+// occur, then optionally the calls, their arguments valid for the tools'
+// schemas. The text before a call is free; a call, once begun, is held to
+// its schema. false when the format has no marker (see Marker).
+func Lazy(b *grammar.Builder, s GrammarSpec) (*grammar.Node, bool, error) {
+	m := s.Format.Marker()
+	if m == "" {
+		return nil, false, nil
+	}
+	calls, err := Calls(b, s)
+	if err != nil {
+		return nil, true, err
+	}
+	return grammar.Seq(b.NotContaining(m), grammar.Opt(calls)), true, nil
+}

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -20,7 +21,8 @@ func byteVocab() ([]string, *grammar.Vocab) {
 	for b := range 256 {
 		pieces = append(pieces, string([]byte{byte(b)}))
 	}
-	pieces = append(pieces, tagToolCall, `{"`, `": `, `"}`, "Paris", "Europe/", `, "`, "\n</parameter>", "</arg_value>", "\n</function>")
+	pieces = append(pieces, tagToolCall, `{"`, `": `, `"}`, "Paris", "Europe/", `, "`, "\n</parameter>", "</arg_value>", "\n</function>",
+		tagMistralCalls, tagMistralArgs, tagDSCallsBegin, tagDSCallBegin, tagDSSep, tagDSCallEnd, tagDSCallsEnd)
 	return pieces, grammar.NewVocab(pieces, []int32{0, 1})
 }
 
@@ -177,3 +179,85 @@ func TestForcedCallRefusals(t *testing.T) {
 }
 
 func errorsAs(err error, target any) bool { return errors.As(err, target) }
+
+// TestLazyGrammar: with tool_choice auto and strict tools, text passes
+// freely, and a call, once its marker is written, is held to the schema:
+// random output always parses into valid calls and content without a
+// marker.
+func TestLazyGrammar(t *testing.T) {
+	pieces, vocab := byteVocab()
+	tools := testTools()
+	for _, f := range []Format{Hermes, QwenXML, GLM, Mistral, DeepSeek} {
+		tmpl := ""
+		if f == Mistral {
+			tmpl = tagMistralArgs
+		}
+		b := grammar.NewBuilder()
+		n, ok, err := Lazy(b, GrammarSpec{Format: f, Template: tmpl, Tools: tools, Parallel: true})
+		if err != nil || !ok {
+			t.Fatalf("%v: %v %v", f, ok, err)
+		}
+		b.Define("root", n)
+		g, err := b.Build("root")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !g.Accepts("Just an answer, with <tags> and [brackets].") {
+			t.Errorf("%v: refuses plain text", f)
+		}
+		gd := grammar.NewGuide(g, vocab)
+		rng := rand.New(rand.NewPCG(uint64(f), 8))
+		calls := 0
+		for i := range 30 {
+			c := gd.NewConstraint()
+			smp, _ := sample.New(sample.Params{Temperature: 1, TopK: 50, TopP: 1, RepeatPenalty: 1, Seed: uint64(i)}, len(pieces))
+			row := make([]float32, len(pieces))
+			var sb strings.Builder
+			for range 800 {
+				for k := range row {
+					row[k] = float32(rng.NormFloat64())
+				}
+				// Push the model toward the marker now and then.
+				if rng.IntN(40) == 0 {
+					start := f.Marker()
+					if f == DeepSeek {
+						start = tagDSCallsBegin
+					}
+					row[slices.Index(pieces, start)] = 20
+				}
+				id := c.Sample(smp, row, false)
+				if id < 2 {
+					break
+				}
+				sb.WriteString(pieces[id])
+				if c.Advance(id) {
+					break
+				}
+			}
+			tp := NewParser(f, tools)
+			ev := append(tp.Add(sb.String()), tp.Flush()...)
+			for _, e := range ev {
+				if e.Call == nil {
+					if strings.Contains(e.Content, f.Marker()) && strings.Count(sb.String(), f.Marker()) > 0 && c.Accepting() {
+						t.Fatalf("%v: a finished reply has a marker in its content: %q", f, sb.String())
+					}
+					continue
+				}
+				calls++
+				for _, tl := range tools {
+					if tl.Name == e.Call.Name {
+						if err := grammar.ValidateJSON(tl.Parameters, []byte(e.Call.Arguments)); err != nil {
+							t.Fatalf("%v: %s(%s): %v", f, e.Call.Name, e.Call.Arguments, err)
+						}
+					}
+				}
+			}
+		}
+		if calls == 0 {
+			t.Errorf("%v: no call in 30 replies", f)
+		}
+	}
+	if _, ok, _ := Lazy(grammar.NewBuilder(), GrammarSpec{Format: Llama3, Tools: tools}); ok {
+		t.Error("Llama 3 has no marker to wait for")
+	}
+}

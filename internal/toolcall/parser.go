@@ -839,27 +839,25 @@ func (p *Parser) mistral(s string) ([]Event, bool) {
 }
 
 // deepseek reads <｜tool▁calls▁begin｜> calls <｜tool▁calls▁end｜>, or a
-// lone call.
+// lone call. The arguments are read as JSON, so a tag inside one of their
+// strings is theirs.
 func (p *Parser) deepseek(r string) ([]Event, bool) {
 	s := strings.TrimPrefix(r, tagDSCallsBegin)
-	s = strings.TrimSuffix(s, tagDSCallsEnd)
 	var ev []Event
 	for {
 		s = strings.TrimLeft(s, spaces)
-		if s == "" {
+		if s == "" || s == tagDSCallsEnd {
 			break
 		}
 		if !strings.HasPrefix(s, tagDSCallBegin) {
 			return nil, false
 		}
-		s = s[len(tagDSCallBegin):]
-		one, rest, _ := strings.Cut(s, tagDSCallEnd)
-		s = rest
-		head, body, ok := strings.Cut(one, tagDSSep)
+		head, body, ok := strings.Cut(s[len(tagDSCallBegin):], tagDSSep)
 		if !ok {
 			return nil, false
 		}
-		var name, args string
+		var name string
+		var raw json.RawMessage
 		if strings.TrimSpace(head) == "function" {
 			// V3 and R1: function<sep>NAME\n```json\nARGS\n```
 			n, code, ok := strings.Cut(body, "\n")
@@ -867,35 +865,43 @@ func (p *Parser) deepseek(r string) ([]Event, bool) {
 				return nil, false
 			}
 			name = strings.TrimSpace(n)
-			code = strings.TrimSpace(code)
+			code = strings.TrimLeft(code, spaces)
 			code = strings.TrimPrefix(code, "```json")
 			code = strings.TrimPrefix(code, "```")
-			code = strings.TrimSuffix(strings.TrimSpace(code), "```")
-			raw, rest, ok := jsonValue(code)
-			if !ok || strings.TrimSpace(rest) != "" {
+			var rest string
+			if raw, rest, ok = jsonValue(code); !ok {
 				// Templates that print the arguments dict with Python's
 				// str teach the model single quotes and True/None.
-				j, ok := pythonLiteral(code)
-				if !ok {
+				lit, after, found := strings.Cut(code, "```")
+				j, ok := pythonLiteral(strings.TrimSpace(lit))
+				if !ok || !found {
 					return nil, false
 				}
-				raw = json.RawMessage(j)
+				raw, rest = json.RawMessage(j), "```"+after
 			}
-			if args, ok = objectText(raw); !ok {
+			rest = strings.TrimLeft(rest, spaces)
+			if !strings.HasPrefix(rest, "```") {
 				return nil, false
 			}
+			s = rest[len("```"):]
 		} else {
 			// V3.1: NAME<sep>ARGS
 			name = strings.TrimSpace(head)
-			raw, rest, ok := jsonValue(body)
-			if !ok || strings.TrimSpace(rest) != "" {
+			var rest string
+			if raw, rest, ok = jsonValue(body); !ok {
 				return nil, false
 			}
-			if args, ok = objectText(raw); !ok {
-				return nil, false
-			}
+			s = rest
 		}
-		if name == "" || strings.ContainsAny(name, "\n<>{}") {
+		args, ok := objectText(raw)
+		if !ok || name == "" || strings.ContainsAny(name, "\n<>{}") {
+			return nil, false
+		}
+		s = strings.TrimLeft(s, spaces)
+		switch {
+		case strings.HasPrefix(s, tagDSCallEnd):
+			s = s[len(tagDSCallEnd):]
+		case s != "":
 			return nil, false
 		}
 		ev = append(ev, p.call(name, args, ""))
