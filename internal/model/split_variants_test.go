@@ -208,6 +208,12 @@ var qwen35moeVariants = []familyVariant{
 // that are not all equal. The presets themselves are gigabytes: modelgen's
 // TestFamilyPresets checks that they lay out.
 func TestFamilyPresetsLoad(t *testing.T) {
+	if raceEnabled && testing.Short() {
+		// The presets' real-width matrices (glm5-small's q_b alone is 33M
+		// values) take minutes to quantize under the race detector; the
+		// plain run checks the presets, the race run is for interleavings.
+		t.Skip("under -race -short: the plain test run loads the presets")
+	}
 	for _, name := range modelgen.PresetNames() {
 		p := modelgen.Presets[name]
 		switch p.Arch {

@@ -336,7 +336,6 @@ type job struct {
 	stops       []string
 	topLogprobs int // -1: no logprobs
 	ignoreEOS   bool
-	engine      engine.Job
 	// render are control tokens to write out (chat replies only).
 	render map[int32]bool
 	// reasoning splits a chat reply; nil sends all text as content.
