@@ -1,7 +1,5 @@
 package model
 
-import "fmt"
-
 // glm4moe: GLM-4.5 / 4.6 / 4.7.
 //
 //	x += o · attn(q, k, v),  h = rms(x)·attn_norm, q/k/v with biases,
@@ -20,13 +18,9 @@ func init() {
 
 func glm4moeConfig(r *meta, c *Config) error {
 	c.Rope.NeoX = true
-	nextn := r.opt("nextn_predict_layers", 0)
-	if nextn >= c.Layers && c.Layers > 0 {
-		return fmt.Errorf("%d NextN layers of %d blocks leave no trunk", nextn, c.Layers)
+	if err := r.nextn(c); err != nil {
+		return err
 	}
-	c.Layers -= nextn
-	c.NextN = nextn
-	c.Window = c.Window[:max(c.Layers, 0)]
 	r.moe(c, r.opt("leading_dense_block_count", 0))
 	c.NormTopKProb = true
 	g, err := r.moeRouting(c, GateSigmoid)

@@ -1,10 +1,6 @@
 package model
 
-import (
-	"fmt"
-
-	"braid/internal/gguf"
-)
+import "fmt"
 
 // glm-dsa: GLM-5. deepseek2's layers (MLA, dense leading layers, then
 // routed and shared experts with a sigmoid router) whose attention reads
@@ -37,17 +33,12 @@ func glmdsaConfig(r *meta, c *Config) error {
 		return fmt.Errorf("indexer key length %d: want between the rope dims %d and 512", x.Dim, c.Rope.Dims)
 	}
 	key := r.p + "attention.indexer.types"
-	if v, ok := r.m.Get(key); ok {
-		if v.Type() != gguf.TypeArray || v.Len() != c.Layers {
-			return fmt.Errorf("%s is %v: want one boolean per layer (%d)", key, v, c.Layers)
-		}
-		for l := range x.Full {
-			f, ok := v.Index(l).Bool()
-			if !ok {
-				return fmt.Errorf("%s entry %d is %v, not a boolean", key, l, v.Index(l))
-			}
-			x.Full[l] = f
-		}
+	full, ok, err := r.layerBools("attention.indexer.types", c.Layers, 0)
+	if err != nil {
+		return err
+	}
+	if ok {
+		x.Full = full
 	} else {
 		for l := range x.Full {
 			x.Full[l] = true

@@ -52,17 +52,8 @@ func slidingLayers(r *meta, layers, period int) ([]bool, error) {
 	key := r.p + "attention.sliding_window_pattern"
 	if v, ok := r.m.Get(key); ok {
 		if v.Type() == gguf.TypeArray {
-			if v.Len() != layers {
-				return nil, fmt.Errorf("%s has %d entries for %d layers", key, v.Len(), layers)
-			}
-			for l := range out {
-				b, ok := v.Index(l).Bool()
-				if !ok {
-					return nil, fmt.Errorf("%s entry %d is %v, not a boolean", key, l, v.Index(l))
-				}
-				out[l] = b
-			}
-			return out, nil
+			out, _, err := r.layerBools("attention.sliding_window_pattern", layers, 0)
+			return out, err
 		}
 		n, ok := v.Int()
 		if !ok || n < 1 || n > int64(max(layers, 1)) {

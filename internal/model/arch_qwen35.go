@@ -1,10 +1,6 @@
 package model
 
-import (
-	"fmt"
-
-	"braid/internal/gguf"
-)
+import "fmt"
 
 // qwen35, qwen35moe: Qwen3.5 / Qwen3.6 hybrids. Three of every four layers
 // (attention.recurrent_layers, else every layer but each
@@ -28,14 +24,9 @@ func qwen35Config(moe bool) func(r *meta, c *Config) error {
 	return func(r *meta, c *Config) error {
 		c.Rope.NeoX = true
 		c.AttnGate = true
-		blocks := c.Layers
-		nextn := r.opt("nextn_predict_layers", 0)
-		if nextn >= blocks && blocks > 0 {
-			return fmt.Errorf("%d NextN layers of %d blocks leave no trunk", nextn, blocks)
+		if err := r.nextn(c); err != nil {
+			return err
 		}
-		c.Layers -= nextn
-		c.NextN = nextn
-		c.Window = c.Window[:max(c.Layers, 0)]
 		a := &SSMConfig{State: r.need("ssm.state_size"), KHeads: r.need("ssm.group_count"),
 			VHeads: r.need("ssm.time_step_rank"), Conv: r.need("ssm.conv_kernel")}
 		if inner := r.opt("ssm.inner_size", a.VHeads*a.State); inner != a.VHeads*a.State {
@@ -45,20 +36,13 @@ func qwen35Config(moe bool) func(r *meta, c *Config) error {
 			return fmt.Errorf("%d value heads do not share %d key heads evenly", a.VHeads, a.KHeads)
 		}
 		c.SSM = a
-		c.Recurrent = make([]bool, max(c.Layers, 0))
-		key := r.p + "attention.recurrent_layers"
-		if v, ok := r.m.Get(key); ok {
-			if v.Type() != gguf.TypeArray || v.Len() < c.Layers {
-				return fmt.Errorf("%s is %v: want a boolean for each of the %d layers", key, v, c.Layers)
-			}
-			for l := range c.Recurrent {
-				b, ok := v.Index(l).Bool()
-				if !ok {
-					return fmt.Errorf("%s entry %d is %v, not a boolean", key, l, v.Index(l))
-				}
-				c.Recurrent[l] = b
-			}
-		} else {
+		rec, ok, err := r.layerBools("attention.recurrent_layers", c.Layers, c.NextN)
+		if err != nil {
+			return err
+		}
+		c.Recurrent = rec
+		if !ok {
+			c.Recurrent = make([]bool, max(c.Layers, 0))
 			iv := r.need("full_attention_interval")
 			for l := range c.Recurrent {
 				c.Recurrent[l] = iv > 0 && (l+1)%iv != 0

@@ -198,6 +198,41 @@ func (r *meta) moe(c *Config, leading int) {
 	}
 }
 
+// nextn splits off the NextN (MTP) blocks that block_count counts after
+// the trunk (nextn_predict_layers): the trunk is c.Layers, they are c.NextN.
+func (r *meta) nextn(c *Config) error {
+	n := r.opt("nextn_predict_layers", 0)
+	if n >= c.Layers && c.Layers > 0 {
+		return fmt.Errorf("%d NextN layers of %d blocks leave no trunk", n, c.Layers)
+	}
+	c.Layers -= n
+	c.NextN = n
+	c.Window = c.Window[:max(c.Layers, 0)]
+	return nil
+}
+
+// layerBools reads key, one boolean per layer: layers entries, or up to
+// extra more (converters may list the NextN blocks too); ok is false when
+// the key is absent.
+func (r *meta) layerBools(key string, layers, extra int) (out []bool, ok bool, err error) {
+	v, ok := r.m.Get(r.p + key)
+	if !ok {
+		return nil, false, nil
+	}
+	if v.Type() != gguf.TypeArray || v.Len() < layers || v.Len() > layers+extra {
+		return nil, true, fmt.Errorf("%s%s is %v: want a boolean for each of the %d layers", r.p, key, v, layers)
+	}
+	out = make([]bool, max(layers, 0))
+	for l := range out {
+		b, isBool := v.Index(l).Bool()
+		if !isBool {
+			return nil, true, fmt.Errorf("%s%s entry %d is %v, not a boolean", r.p, key, l, v.Index(l))
+		}
+		out[l] = b
+	}
+	return out, true, nil
+}
+
 // moeRouting reads the routing keys of the DeepSeek/GLM MoE families:
 // gating function, weight normalisation and scale, groups, shared experts.
 // It returns the gating (llama.cpp's expert_gating_func: 1 softmax, 2

@@ -409,24 +409,8 @@ func (m *Model) step(cache *kvcache.Cache, b *Batch, logits, hidden []float32) e
 	if err := m.checkBatch(cache, b); err != nil {
 		return err
 	}
-	for i := 0; i < n; i++ {
-		seq := b.Seq[i]
-		if cache.Len(seq) != int(b.Pos[i]) {
-			continue // not the sequence's first token in this step
-		}
-		// Room for all of the sequence's tokens of this step at once: a
-		// windowed layer's ring must hold them all before attention
-		// reads. Reserve is a no-op inside reserved, unshared room; it
-		// un-shares a block the first write of a step falls into.
-		last := b.Pos[i]
-		for j := i + 1; j < n; j++ {
-			if b.Seq[j] == seq {
-				last = b.Pos[j]
-			}
-		}
-		if err := cache.Reserve(seq, int(last)+1); err != nil {
-			return fmt.Errorf("model: KV cache for sequence %d at positions [%d,%d]: %w", seq, b.Pos[i], last, err)
-		}
+	if err := reserveStep(cache, b); err != nil {
+		return err
 	}
 	// Token embeddings and the rotary table of each token's position.
 	E := c.Embd
@@ -473,6 +457,28 @@ func (m *Model) step(cache *kvcache.Cache, b *Batch, logits, hidden []float32) e
 		copy(hidden, s.h[:len(s.outRows)*E])
 	}
 	return m.commit(cache, b)
+}
+
+// reserveStep makes room for every sequence's tokens of the step at once,
+// from its first token in the batch: a windowed layer's ring must hold
+// them all before attention reads. Reserve is a no-op inside reserved,
+// unshared room; it un-shares a block the first write of a step falls into.
+func reserveStep(cache *kvcache.Cache, b *Batch) error {
+	for i, seq := range b.Seq {
+		if cache.Len(seq) != int(b.Pos[i]) {
+			continue // not the sequence's first token in this step
+		}
+		last := b.Pos[i]
+		for j := i + 1; j < len(b.Seq); j++ {
+			if b.Seq[j] == seq {
+				last = b.Pos[j]
+			}
+		}
+		if err := cache.Reserve(seq, int(last)+1); err != nil {
+			return fmt.Errorf("model: KV cache for sequence %d at positions [%d,%d]: %w", seq, b.Pos[i], last, err)
+		}
+	}
+	return nil
 }
 
 // A stage passes the next one each token's hidden state and, in a DSA

@@ -125,18 +125,8 @@ func (m *Model) ForwardMTPHidden(cache *kvcache.Cache, b *Batch, hprev, logits, 
 	if err := m.checkBatch(cache, b); err != nil {
 		return err
 	}
-	for i := 0; i < n; i++ {
-		if cache.Len(b.Seq[i]) == int(b.Pos[i]) {
-			last := b.Pos[i]
-			for j := i + 1; j < n; j++ {
-				if b.Seq[j] == b.Seq[i] {
-					last = b.Pos[j]
-				}
-			}
-			if err := cache.Reserve(b.Seq[i], int(last)+1); err != nil {
-				return fmt.Errorf("model: MTP cache for sequence %d: %w", b.Seq[i], err)
-			}
-		}
+	if err := reserveStep(cache, b); err != nil {
+		return fmt.Errorf("model: MTP head: %w", err)
 	}
 	half := c.Rope.Dims / 2
 	for i, tok := range b.Tokens {

@@ -138,7 +138,7 @@ func (a *Attention) mix(m *Model, cache *kvcache.Cache, b *Batch, l int, h, out 
 	m.pool.For(len(s.slots), m.attnFn)
 	if a.opt.OutGate {
 		for i, g := range s.qgate[:n*qdim] {
-			s.att[i] *= float32(1 / (1 + math.Exp(-float64(g))))
+			s.att[i] *= sigmoid32(g)
 		}
 	}
 

@@ -109,7 +109,7 @@ func (e *MoE) ffn(m *Model, h, out []float32, n int) {
 			kernels.Softmax(p)
 		case GateSigmoid:
 			for j, v := range p {
-				p[j] = float32(1 / (1 + math.Exp(-float64(v))))
+				p[j] = sigmoid32(v)
 			}
 		}
 		// Experts are chosen by their score (the weight plus the
@@ -187,7 +187,7 @@ func (e *MoE) ffn(m *Model, h, out []float32, n int) {
 		if e.sharedGate != nil {
 			for i := 0; i < n; i++ {
 				g := kernels.DotF32(e.sharedGate, h[i*E:(i+1)*E])
-				kernels.Scale(s.ex[i*E:(i+1)*E], float32(1/(1+math.Exp(-float64(g)))))
+				kernels.Scale(s.ex[i*E:(i+1)*E], sigmoid32(g))
 			}
 		}
 		kernels.Add(out[:n*E], s.ex[:n*E])
