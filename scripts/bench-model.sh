@@ -11,14 +11,20 @@
 #
 #   LLAMA_CPP_BIN=/path/to/llama.cpp/build/bin MODEL=/dev/shm/model.gguf ROUNDS=5 scripts/bench-model.sh
 #
-# Put the GGUF on tmpfs (/dev/shm) so that neither engine's weights can be
-# paged out mid-run. Env: P (prompt tokens, 128), N (generated, 32), ROUNDS
+# The GGUF is measured from tmpfs (copied to /dev/shm when it is elsewhere)
+# so that neither engine's weights can be paged out mid-run, and a llama.cpp
+# build without this CPU's SIMD extensions is refused (scripts/lib/baseline.sh). Env: P (prompt tokens, 128), N (generated, 32), ROUNDS
 # (5), SPLIT (1: also the 2-rank tensor split; 0: skip), BRAID (./bin/braid).
 set -euo pipefail
 : "${LLAMA_CPP_BIN:?set LLAMA_CPP_BIN to the bin directory of a llama.cpp build}"
-MODEL=${MODEL:?set MODEL to a GGUF, preferably on tmpfs}
+MODEL=$(realpath "${MODEL:?set MODEL to a GGUF}")
 ROUNDS=${ROUNDS:-5} P=${P:-128} N=${N:-32} SPLIT=${SPLIT:-1}
 cd "$(dirname "$0")/.."
+. scripts/lib/baseline.sh
+# The build must use every SIMD extension of this CPU, and the GGUF is
+# measured from tmpfs (copied there when it is not): see scripts/lib/baseline.sh.
+baseline_check "$LLAMA_CPP_BIN"
+MODEL=$(baseline_resident "$MODEL")
 BRAID=${BRAID:-./bin/braid}
 [ -x "$BRAID" ] || go build -buildvcs=true -o "$BRAID" ./cmd/braid
 out=$(mktemp -d)
@@ -41,9 +47,6 @@ for r in $(seq 1 "$ROUNDS"); do
 	fi
 	echo "round $r done" >&2
 done
-# llama.cpp's CPU feature line (llama-bench does not print it; the server
-# does at log level 4).
-timeout 60 "$LLAMA_CPP_BIN/llama-server" -m "$MODEL" --port 50199 -lv 4 2>&1 | grep -m1 "system_info" >&2 || true
 python3 - "$out" "$ROUNDS" "$SPLIT" <<'PY'
 import json, statistics, sys, glob
 out, rounds, split = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"

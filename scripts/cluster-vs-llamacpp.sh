@@ -18,10 +18,17 @@
 # so in the name).
 set -euo pipefail
 : "${LLAMA_CPP_BIN:?set LLAMA_CPP_BIN to the bin directory of a llama.cpp build}"
-MODEL=${MODEL:?set MODEL to a GGUF}
+MODEL=$(realpath "${MODEL:?set MODEL to a GGUF}")
 RUNS=${RUNS:-5}
 P=${P:-64}
 N=${N:-32}
+cd "$(dirname "$0")/.."
+# A llama.cpp build without this CPU's SIMD extensions is refused and the
+# GGUF is read from tmpfs by every rank (scripts/lib/baseline.sh).
+. scripts/lib/baseline.sh
+baseline_check "$LLAMA_CPP_BIN"
+MODEL=$(baseline_resident "$MODEL")
+export LD_LIBRARY_PATH="$LLAMA_CPP_BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 BRAID=${BRAID:-./bin/braid}
 [ -x "$BRAID" ] || go build -o "$BRAID" ./cmd/braid
 

@@ -6,25 +6,39 @@
 #
 #   LLAMA_CPP_BIN=... scripts/compare-llamacpp.sh MODEL.gguf [MODEL.gguf ...]
 #
-# Env: THREADS (2), PROMPT (512), GEN (128), ROUNDS (5): each round runs one
+# The llama.cpp build must use every SIMD extension of this CPU and each GGUF
+# is measured from tmpfs (scripts/lib/baseline.sh).
+#
+# Env: THREADS ("1 2": each count is measured), PROMPT (512), GEN (128), ROUNDS (5): each round runs one
 # braid bench and one llama-bench of one repetition each, alternating which
 # goes first; the summary gives medians, ranges and braid/llama.cpp ratios.
 set -euo pipefail
 : "${LLAMA_CPP_BIN:?set LLAMA_CPP_BIN to the directory holding llama-bench}"
-THREADS=${THREADS:-2} PROMPT=${PROMPT:-512} GEN=${GEN:-128} ROUNDS=${ROUNDS:-5}
+THREADS=${THREADS:-"1 2"} PROMPT=${PROMPT:-512} GEN=${GEN:-128} ROUNDS=${ROUNDS:-5}
+args=()
+for m in "$@"; do args+=("$(realpath "$m")"); done
 cd "$(dirname "$0")/.."
+. scripts/lib/baseline.sh
+baseline_check "$LLAMA_CPP_BIN"
+models=()
+for m in "${args[@]}"; do models+=("$(baseline_resident "$m")"); done
 go build -buildvcs=true -o bin/braid ./cmd/braid
 out=$(mktemp -d)
-for m in "$@"; do
-	name=$(basename "$m" .gguf)
-	for r in $(seq 1 "$ROUNDS"); do
-		# /usr/bin/time -f %M: the peak resident set of each whole process, measured the same way for both.
-		run_braid() { /usr/bin/time -f %M -o "$out/$name.braid.$r.rss" ./bin/braid bench -m "$m" -p "$PROMPT" -n "$GEN" -r 1 -t "$THREADS" --json > "$out/$name.braid.$r.json"; }
-		run_llama() { /usr/bin/time -f %M -o "$out/$name.llama.$r.rss" "$LLAMA_CPP_BIN/llama-bench" -m "$m" -p "$PROMPT" -n "$GEN" -r 1 -t "$THREADS" -o json > "$out/$name.llama.$r.json" 2>/dev/null; }
-		if (( r % 2 )); then run_braid; run_llama; else run_llama; run_braid; fi
+export LD_LIBRARY_PATH="$LLAMA_CPP_BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+for m in "${models[@]}"; do
+	for t in $THREADS; do
+		name="$(basename "$m" .gguf).t$t"
+		for r in $(seq 1 "$ROUNDS"); do
+			# /usr/bin/time -f %M: the peak resident set of each whole process, measured the same way for both.
+			run_braid() { /usr/bin/time -f %M -o "$out/$name.braid.$r.rss" ./bin/braid bench -m "$m" -p "$PROMPT" -n "$GEN" -r 1 -t "$t" --json > "$out/$name.braid.$r.json"; }
+			run_llama() { /usr/bin/time -f %M -o "$out/$name.llama.$r.rss" "$LLAMA_CPP_BIN/llama-bench" -m "$m" -p "$PROMPT" -n "$GEN" -r 1 -t "$t" -o json > "$out/$name.llama.$r.json" 2>/dev/null; }
+			if (( r % 2 )); then run_braid; run_llama; else run_llama; run_braid; fi
+		done
 	done
 done
-python3 - "$out" "$@" <<'PY'
+names=()
+for m in "${models[@]}"; do for t in $THREADS; do names+=("$(basename "$m" .gguf).t$t"); done; done
+python3 - "$out" "${names[@]}" <<'PY'
 import json, statistics, sys, os, glob
 out, models = sys.argv[1], sys.argv[2:]
 def med(xs): return statistics.median(xs), min(xs), max(xs)
@@ -33,7 +47,7 @@ def rss(path):
 print("| model | test | braid tok/s median [range] | llama.cpp tok/s median [range] | ratio |")
 print("|---|---|---|---|---|")
 for m in models:
-    name = os.path.basename(m)[:-5]
+    name = m
     b = [json.load(open(p))[0] for p in sorted(glob.glob(f"{out}/{name}.braid.*.json"))]
     l = [json.load(open(p)) for p in sorted(glob.glob(f"{out}/{name}.llama.*.json"))]
     for test, bk, lkey in (("pp", "prefill_tps_median", "n_prompt"), ("tg", "decode_tps_median", "n_gen")):

@@ -12,10 +12,16 @@
 # OUT (64), N1 (3 requests at concurrency 1), NP (2*PARALLEL at PARALLEL).
 set -euo pipefail
 : "${LLAMA_CPP_BIN:?set LLAMA_CPP_BIN to the directory holding llama-server}"
-model=$1
+model=$(realpath "${1:?usage: scripts/compare-server.sh MODEL.gguf}")
 ROUNDS=${ROUNDS:-5} PARALLEL=${PARALLEL:-8} THREADS=${THREADS:-2} CTX=${CTX:-1024}
 IN=${IN:-64} OUT=${OUT:-64} N1=${N1:-3} NP=${NP:-$((2 * PARALLEL))}
 cd "$(dirname "$0")/.."
+# A llama.cpp build without this CPU's SIMD extensions is refused and the
+# GGUF is served from tmpfs by both (scripts/lib/baseline.sh).
+. scripts/lib/baseline.sh
+baseline_check "$LLAMA_CPP_BIN"
+model=$(baseline_resident "$model")
+export LD_LIBRARY_PATH="$LLAMA_CPP_BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 go build -buildvcs=true -o bin/braid ./cmd/braid
 out=$(mktemp -d)
 bp=18181 lp=18182
