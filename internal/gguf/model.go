@@ -13,8 +13,9 @@ type Tensor struct {
 	TensorInfo
 	// File is the part of the model the tensor is stored in.
 	File *File
-	// Data is exactly Size bytes of a read-only memory mapping: writing to it
-	// faults, and it is invalid once the model is closed.
+	// Data is exactly Size bytes of read-only memory (the file's mapping,
+	// or in read mode its copy): writing to it faults, and it is invalid
+	// once the model is closed.
 	Data []byte
 }
 
@@ -28,6 +29,7 @@ type Model struct {
 
 	byName map[string]*Tensor
 	maps   [][]byte
+	mode   LoadMode
 }
 
 // splitName matches the names llama.cpp's gguf-split gives the parts of a
@@ -47,7 +49,7 @@ func SplitPath(prefix string, no, n int) string {
 	return fmt.Sprintf("%s-%05d-of-%05d.gguf", prefix, no, n)
 }
 
-// Open maps a model read-only. When path names any part of a split model
+// Open maps a model read-only (LoadMmap; OpenWith holds it otherwise). When path names any part of a split model
 // (NAME-0000i-of-0000N.gguf) all N parts are opened, checked against their
 // split.no and split.count metadata, and presented as one model.
 func Open(path string) (*Model, error) {
@@ -153,9 +155,14 @@ func checkPart(f *File, no, n int) error {
 	return nil
 }
 
-// openFile maps and parses one file; m keeps the mapping for Close.
+// openFile maps (or, in read mode, reads) and parses one file; m keeps
+// the memory for Close.
 func (m *Model) openFile(path string) (*File, error) {
-	data, err := mapFile(path)
+	load := mapFile
+	if m.mode == LoadRead {
+		load = readAnon
+	}
+	data, err := load(path)
 	if err != nil {
 		return nil, fmt.Errorf("gguf: %w", err)
 	}
@@ -184,7 +191,7 @@ func (m *Model) index() error {
 	return nil
 }
 
-// Close unmaps the files. Tensor data views are invalid afterwards;
+// Close unmaps the files (or frees their copies). Tensor data views are invalid afterwards;
 // metadata values stay valid. Closing twice is harmless.
 func (m *Model) Close() error {
 	var errs []error
