@@ -174,3 +174,13 @@ func mlockError(path string, size int64, err error, cur, max uint64) error {
 
 // rlimInfinity is RLIM_INFINITY as getrlimit reports it.
 const rlimInfinity = ^uint64(0)
+
+// Bytes is the size of the model's files together: what read mode holds
+// in memory, whatever part of them a rank binds.
+func (m *Model) Bytes() int64 {
+	var n int64
+	for _, f := range m.Files {
+		n += int64(len(f.data))
+	}
+	return n
+}
