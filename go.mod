@@ -6,7 +6,10 @@ require golang.org/x/sys v0.50.0
 
 require github.com/ardanlabs/jinja v1.8.0
 
-require gonum.org/v1/plot v0.17.0
+require (
+	golang.org/x/net v0.62.0
+	gonum.org/v1/plot v0.17.0
+)
 
 require (
 	codeberg.org/go-fonts/liberation v0.6.0 // indirect
