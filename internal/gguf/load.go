@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
 )
 
 // LoadMode is how a model's bytes are held in memory.
@@ -46,9 +47,13 @@ func ParseLoadMode(s string) (LoadMode, error) {
 	return 0, fmt.Errorf("gguf: load mode %q: want mmap, read or mlock", s)
 }
 
-// LoadOptions says how OpenWith holds the model.
+// LoadOptions says how OpenWith or SetMode holds the model.
 type LoadOptions struct {
 	Mode LoadMode
+	// Progress, when set, is called as read mode copies the files, with
+	// the bytes copied so far and the total: a large model on a slow disk
+	// takes minutes.
+	Progress func(done, total int64)
 }
 
 // OpenWith opens a model as Open does, holding its bytes as opt.Mode says.
@@ -58,14 +63,14 @@ func OpenWith(path string, opt LoadOptions) (*Model, error) {
 		if err != nil || opt.Mode == LoadMmap {
 			return m, err
 		}
-		if err := m.SetMode(opt.Mode); err != nil {
+		if err := m.SetMode(opt); err != nil {
 			m.Close()
 			return nil, err
 		}
 		return m, nil
 	}
 	// Read mode never maps the file: the header is parsed from the copy.
-	m := &Model{byName: map[string]*Tensor{}, mode: LoadRead}
+	m := &Model{byName: map[string]*Tensor{}, mode: LoadRead, progress: opt.Progress}
 	if err := m.open(path); err != nil {
 		m.Close()
 		return nil, err
@@ -76,14 +81,15 @@ func OpenWith(path string, opt LoadOptions) (*Model, error) {
 // Mode returns how the model's bytes are held.
 func (m *Model) Mode() LoadMode { return m.mode }
 
-// SetMode changes how a model opened with mmap holds its bytes: LoadRead
+// SetMode changes how a model opened with mmap holds its bytes (opt.Mode): LoadRead
 // copies every part into anonymous memory and unmaps the file, LoadMlock
 // locks the mappings. It is for callers that decide after reading the
 // header (the memory plan needs the hyper-parameters): call it before
 // taking any view of tensor data, since LoadRead moves the bytes and
 // Tensor.Data then points at the copy. On error the model is left as it
 // was, still usable in mmap mode.
-func (m *Model) SetMode(mode LoadMode) error {
+func (m *Model) SetMode(opt LoadOptions) error {
+	mode := opt.Mode
 	if mode == m.mode {
 		return nil
 	}
@@ -104,8 +110,15 @@ func (m *Model) SetMode(mode LoadMode) error {
 		}
 	case LoadRead:
 		copies := make([][]byte, len(m.Files))
+		var done int64
+		total := m.Bytes()
 		for i, f := range m.Files {
-			b, err := readAnon(f.Path)
+			b, err := readAnon(f.Path, func(n int64) {
+				done += n
+				if opt.Progress != nil {
+					opt.Progress(done, total)
+				}
+			})
 			if err == nil && (len(b) != len(f.data) || !bytes.Equal(b[:f.DataOffset], f.data[:f.DataOffset])) {
 				err = fmt.Errorf("gguf: %s changed on disk since it was opened (%d bytes then, %d now)", f.Path, len(f.data), len(b))
 			}
@@ -183,4 +196,13 @@ func (m *Model) Bytes() int64 {
 		n += int64(len(f.data))
 	}
 	return n
+}
+
+// fileSize is path's size, 0 when it cannot be read (for progress only).
+func fileSize(path string) int64 {
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return st.Size()
 }

@@ -128,8 +128,18 @@ func TestSetModeRead(t *testing.T) {
 	if runtime.GOOS == "linux" && len(mapsOf(t, path)) == 0 {
 		t.Fatal("the mapped model is not in /proc/self/maps")
 	}
-	if err := m.SetMode(LoadRead); err != nil {
+	var last, total int64
+	progress := func(done, all int64) {
+		if done <= last || done > all {
+			t.Errorf("progress went from %d to %d of %d", last, done, all)
+		}
+		last, total = done, all
+	}
+	if err := m.SetMode(LoadOptions{Mode: LoadRead, Progress: progress}); err != nil {
 		t.Fatal(err)
+	}
+	if last != m.Bytes() || total != m.Bytes() {
+		t.Errorf("progress ended at %d of %d, want %d of %d", last, total, m.Bytes(), m.Bytes())
 	}
 	if m.Mode() != LoadRead {
 		t.Errorf("Mode() = %s after SetMode(read)", m.Mode())
@@ -147,10 +157,10 @@ func TestSetModeRead(t *testing.T) {
 	if m.Arch() != "llama" {
 		t.Errorf("metadata lost: arch %q", m.Arch())
 	}
-	if err := m.SetMode(LoadMlock); err == nil || !strings.Contains(err.Error(), "only a mapped model changes mode") {
+	if err := m.SetMode(LoadOptions{Mode: LoadMlock}); err == nil || !strings.Contains(err.Error(), "only a mapped model changes mode") {
 		t.Errorf("SetMode(mlock) on a read model: %v, want a refusal", err)
 	}
-	if err := m.SetMode(LoadRead); err != nil {
+	if err := m.SetMode(LoadOptions{Mode: LoadRead}); err != nil {
 		t.Errorf("SetMode to the current mode: %v", err)
 	}
 }
@@ -176,7 +186,7 @@ func TestSetModeChangedFile(t *testing.T) {
 	if err := os.Rename(path+".new", path); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.SetMode(LoadRead); err == nil || !strings.Contains(err.Error(), "changed on disk") {
+	if err := m.SetMode(LoadOptions{Mode: LoadRead}); err == nil || !strings.Contains(err.Error(), "changed on disk") {
 		t.Fatalf("SetMode(read) of a replaced file: %v, want a refusal naming the change", err)
 	}
 	if m.Mode() != LoadMmap {

@@ -13,7 +13,7 @@ import (
 func mapFile(path string) ([]byte, error) { return os.ReadFile(path) }
 
 // readAnon is the same heap copy: there is no mapping to replace.
-func readAnon(path string) ([]byte, error) { return os.ReadFile(path) }
+func readAnon(path string, _ func(int64)) ([]byte, error) { return os.ReadFile(path) }
 
 func unmapFile([]byte) error { return nil }
 

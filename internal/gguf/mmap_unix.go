@@ -88,8 +88,9 @@ const readChunk = 64 << 20
 // readAnon reads a whole file into private anonymous memory, then makes
 // that memory read-only like the mapping it replaces. The page cache copy
 // is dropped chunk by chunk as it is read, so the memory is not held twice
-// at any point. An empty file reads as nil.
-func readAnon(path string) ([]byte, error) {
+// at any point. An empty file reads as nil. progress, when set, gets the
+// bytes of each chunk as it is read.
+func readAnon(path string, progress func(int64)) ([]byte, error) {
 	f, size, err := openRegular(path)
 	if err != nil || size == 0 {
 		return nil, err
@@ -112,6 +113,9 @@ func readAnon(path string) ([]byte, error) {
 		}
 		dropCache(f, int64(off), int64(n))
 		off += n
+		if progress != nil {
+			progress(int64(n))
+		}
 	}
 	if err := unix.Mprotect(b, unix.PROT_READ); err != nil {
 		unmapFile(b)

@@ -30,6 +30,8 @@ type Model struct {
 	byName map[string]*Tensor
 	maps   [][]byte
 	mode   LoadMode
+	// progress is OpenWith's LoadOptions.Progress, while it reads.
+	progress func(done, total int64)
 }
 
 // splitName matches the names llama.cpp's gguf-split gives the parts of a
@@ -158,11 +160,21 @@ func checkPart(f *File, no, n int) error {
 // openFile maps (or, in read mode, reads) and parses one file; m keeps
 // the memory for Close.
 func (m *Model) openFile(path string) (*File, error) {
-	load := mapFile
+	var data []byte
+	var err error
 	if m.mode == LoadRead {
-		load = readAnon
+		// The total is not known before every part is found: each
+		// part's progress is reported against its own size.
+		var done int64
+		data, err = readAnon(path, func(n int64) {
+			done += n
+			if m.progress != nil {
+				m.progress(done, fileSize(path))
+			}
+		})
+	} else {
+		data, err = mapFile(path)
 	}
-	data, err := load(path)
 	if err != nil {
 		return nil, fmt.Errorf("gguf: %w", err)
 	}
