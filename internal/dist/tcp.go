@@ -56,6 +56,25 @@ type MeshConfig struct {
 	Build string
 	// Logger receives the connection log lines (slog.Default() when nil).
 	Logger *slog.Logger
+	// Resolver resolves the host names in Addrs (nil: the system's); a
+	// cluster found through a DNS server of its own (BRAID_DNS_SERVER)
+	// dials its names through the same server.
+	Resolver *net.Resolver
+	// OnRetry, when set, is told of every failed dial before the next
+	// attempt (the coordinator logs a worker not up yet as a warning);
+	// without it the retries are logged at the info level.
+	OnRetry func(Retry)
+}
+
+// Retry describes one failed dial that will be tried again.
+type Retry struct {
+	Rank    int           // the peer dialled
+	Addr    string        // at this address
+	Attempt int           // 1 for the first dial
+	Err     error         // why it failed
+	Wait    time.Duration // until the next attempt
+	Waited  time.Duration // since the first attempt
+	Limit   time.Duration // ConnectTimeout
 }
 
 // DefaultSpin is MeshConfig.Spin's default (Linux; elsewhere receives
@@ -418,14 +437,18 @@ func (t *TCP) accept(conn net.Conn, hc *handshakeConfig) (arrival, error) {
 }
 
 // dial connects to rank j, retrying while the peer is not up yet (refused,
-// unreachable) until ctx ends; a handshake refusal is final.
+// unreachable, its name not resolving yet) with exponential backoff until
+// ctx ends; a handshake refusal is final.
 func (t *TCP) dial(ctx context.Context, j, stripe int, hc *handshakeConfig) (arrival, error) {
 	addr := t.cfg.Addrs[j]
-	var d net.Dialer
-	d.KeepAlive = 15 * time.Second
-	backoff := 20 * time.Millisecond
+	d := net.Dialer{KeepAlive: 15 * time.Second, Resolver: t.cfg.Resolver}
+	backoff := 50 * time.Millisecond
+	// A long wait (a leader started minutes before its workers) polls
+	// less often, but a worker that comes up still joins within seconds.
+	maxBackoff := min(max(t.cfg.ConnectTimeout/60, time.Second), 5*time.Second)
+	start := time.Now()
 	var lastErr error
-	for {
+	for attempt := 1; ; attempt++ {
 		dctx, dcancel := context.WithTimeout(ctx, min(t.cfg.Timeout, 5*time.Second))
 		conn, err := d.DialContext(dctx, "tcp", addr)
 		dcancel()
@@ -447,12 +470,21 @@ func (t *TCP) dial(ctx context.Context, j, stripe int, hc *handshakeConfig) (arr
 			return arrival{conn: conn, hello: h, peer: j, stripe: stripe, dialed: true}, nil
 		}
 		lastErr = err
+		if ctx.Err() == nil {
+			r := Retry{Rank: j, Addr: addr, Attempt: attempt, Err: err, Wait: backoff, Waited: time.Since(start), Limit: t.cfg.ConnectTimeout}
+			if t.cfg.OnRetry != nil {
+				t.cfg.OnRetry(r)
+			} else {
+				t.log.Info("dist: peer not reachable yet; retrying", "rank", t.rank, "peer", j, "addr", addr, "attempt", attempt,
+					"err", err, "retry_in", backoff, "waited", r.Waited.Round(time.Millisecond), "limit", t.cfg.ConnectTimeout)
+			}
+		}
 		select {
 		case <-ctx.Done():
-			return arrival{}, &PeerError{Rank: j, Addr: addr, What: "dial", Err: fmt.Errorf("not reachable within %v: %w", t.cfg.ConnectTimeout, lastErr)}
+			return arrival{}, &PeerError{Rank: j, Addr: addr, What: "dial", Err: fmt.Errorf("not reachable within %v (%d attempts): %w", t.cfg.ConnectTimeout, attempt, lastErr)}
 		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, time.Second)
+		backoff = min(2*backoff, maxBackoff)
 	}
 }
 
@@ -853,6 +885,20 @@ func (t *TCP) Ping(peer int) (time.Duration, error) {
 		case <-timer.C:
 			return 0, &PeerError{Rank: peer, Addr: p.addr, What: "ping", Err: fmt.Errorf("%w after %v", ErrTimeout, t.cfg.Timeout)}
 		}
+	}
+}
+
+// Err is why the connection with peer failed, or nil while it works. It
+// never blocks: a coordinator checks an idle worker's session with it.
+func (t *TCP) Err(peer int) error {
+	if peer < 0 || peer >= t.size || peer == t.rank {
+		return fmt.Errorf("dist: rank %d has no peer %d in a group of %d", t.rank, peer, t.size)
+	}
+	select {
+	case <-t.peers[peer].failed:
+		return t.peers[peer].failErr
+	default:
+		return nil
 	}
 }
 
