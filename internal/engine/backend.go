@@ -49,6 +49,16 @@ type Backend interface {
 	Close() error
 }
 
+// Healer is a Backend that can check and repair itself between requests: a
+// cluster notices a rank that left and re-forms once it is back, without
+// waiting for a request to fail. The scheduler calls Heal on its own
+// goroutine every HealInterval while it has no request.
+type Healer interface {
+	// Heal returns nil when the next step can run, else why not, wrapping
+	// ErrUnavailable.
+	Heal() error
+}
+
 // ErrUnavailable is wrapped by the errors of a backend that cannot run a
 // step now but may later (a cluster whose node died re-forms by itself):
 // the server answers those requests with 503, not 500.

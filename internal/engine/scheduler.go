@@ -231,8 +231,9 @@ type Scheduler struct {
 	busy, kvUsed, kvTotal, cachedN, maxStep atomic.Int64
 	stepSeqs                                []atomic.Int64
 
-	// degraded is why the last step failed with ErrUnavailable (a cluster
-	// rank down), "" after a step succeeds: /health reports it.
+	// degraded is why the last step (or Heal) failed with ErrUnavailable
+	// (a cluster rank down), "" after a step or Heal succeeds: /health
+	// and /ready report it.
 	degraded atomic.Pointer[string]
 
 	// loop state
@@ -246,7 +247,8 @@ type Scheduler struct {
 }
 
 // Degraded is why the backend could not run the last step (a cluster rank
-// down), or "" when the last step ran. It clears with the next good step.
+// down), or "" when the last step ran. It clears with the next good step,
+// or when a Healer backend says it can run one again.
 func (s *Scheduler) Degraded() string {
 	if p := s.degraded.Load(); p != nil {
 		return *p
@@ -363,13 +365,27 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	s.running.Store(true)
 	defer s.running.Store(false)
 	defer s.shutdown()
+	healer, _ := s.b.(Healer)
+	var heal *time.Timer
+	if healer != nil {
+		heal = time.NewTimer(HealInterval)
+		defer heal.Stop()
+	}
 	for {
 		if len(s.active) == 0 && len(s.waiting) == 0 {
+			var tick <-chan time.Time
+			if heal != nil {
+				heal.Reset(HealInterval)
+				tick = heal.C
+			}
 			select {
 			case st := <-s.incoming:
 				s.waiting = append(s.waiting, st)
 			case <-ctx.Done():
 				return ctx.Err()
+			case <-tick:
+				s.heal(healer)
+				continue
 			}
 		}
 		if ctx.Err() != nil {
@@ -383,6 +399,24 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		}
 		// Cancelled and refused requests free blocks too, not only steps.
 		s.publishKV()
+	}
+}
+
+// HealInterval is how often an idle scheduler asks a Healer backend how it
+// is.
+const HealInterval = time.Second
+
+// heal runs h.Heal and records what it says, as a step's outcome is.
+func (s *Scheduler) heal(h Healer) {
+	err := h.Heal()
+	switch {
+	case err == nil:
+		if s.degraded.Load() != nil {
+			s.degraded.Store(nil)
+		}
+	case errors.Is(err, ErrUnavailable):
+		why := err.Error()
+		s.degraded.Store(&why)
 	}
 }
 
