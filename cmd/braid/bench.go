@@ -19,6 +19,7 @@ import (
 	"braid/internal/kernels"
 	"braid/internal/kvcache"
 	"braid/internal/model"
+	"braid/internal/plan"
 )
 
 func init() {
@@ -45,6 +46,10 @@ type benchRow struct {
 	DecodeTPSMin     float64 `json:"decode_tps_min"`
 	DecodeTPSMax     float64 `json:"decode_tps_max"`
 	PeakRSSBytes     uint64  `json:"peak_rss_bytes"`
+	// LoadMode is how this node held the weights (mmap, read, mlock) and
+	// LoadReason why (--load-mode's, or auto's reason).
+	LoadMode   string `json:"load_mode"`
+	LoadReason string `json:"load_mode_reason"`
 	// Profile is one more decode run timed per rank (--profile, with
 	// --workers).
 	Profile *cluster.Profile `json:"profile,omitempty"`
@@ -84,6 +89,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	var sf specFlags
 	sf.register(fs, true)
 	promptFile := fs.String("prompt-file", "", "with --spec: generate from this text (tokenized) instead of -p random tokens")
+	loadMode := fs.String("load-mode", "auto", plan.LoadModes)
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return err
 	}
@@ -102,6 +108,10 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	}
 	if *reps < 1 {
 		return usagef("-r %d: need at least one run", *reps)
+	}
+	lmode, lauto, err := plan.ParseLoadMode(*loadMode)
+	if err != nil {
+		return usageError{err}
 	}
 	ps, err := parseInts("p", *pFlag, 0)
 	if err != nil {
@@ -156,13 +166,24 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if !measured {
 		return usagef("-p 0 -n 0: nothing to measure (-p is the prefill test's prompt length, -n the decode test's tokens)")
 	}
+	var load plan.LoadChoice
+	if !cf.active() && !sf.active() {
+		est := estimateMemory(file, longest)
+		if load, err = chooseLoad(file, est, lmode, lauto, maxNP); err != nil {
+			return fmt.Errorf("%s %w", *path, err)
+		}
+		if err := file.SetMode(gguf.LoadOptions{Mode: load.Mode, Progress: loadProgress(*path, stderr)}); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "braid: weights: %s\n", load)
+	}
 	if sf.active() {
 		text, err := readPromptFile(*promptFile)
 		if err != nil {
 			return err
 		}
 		return runBenchSpec(&sf, benchSpecArgs{path: *path, hub: hm, ts: ts, ps: ps, ns: ns, nps: nps, depth: *depth, reps: *reps,
-			json: *asJSON, kvF32: *kvF32, prompt: text}, &cf, stdout, stderr)
+			json: *asJSON, kvF32: *kvF32, prompt: text, load: *loadMode}, &cf, stdout, stderr)
 	}
 	var rows []benchRow
 	for _, t := range ts {
@@ -171,11 +192,11 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		var release func()
 		var cl *cluster.Cluster
 		if cf.active() {
-			l, err := loadBackend(&modelFlags{path: *path, hub: hm, threads: t, ctx: longest, kvF32: *kvF32, batch: max(512, maxNP)}, &cf, maxNP, stderr)
+			l, err := loadBackend(&modelFlags{path: *path, hub: hm, threads: t, ctx: longest, kvF32: *kvF32, batch: max(512, maxNP), loadMode: *loadMode}, &cf, maxNP, stderr)
 			if err != nil {
 				return err
 			}
-			be, release, cl = l.backend, l.Close, l.cl
+			be, release, cl, load = l.backend, l.Close, l.cl, l.load
 		} else {
 			pool := kernels.NewPool(t)
 			m, err := model.New(file, pool, model.Options{MaxBatch: max(512, maxNP)})
@@ -247,7 +268,8 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 					if p == 0 && n == 0 {
 						continue // neither test: an empty row (-p 0,512 -n 0,128)
 					}
-					row := benchRow{Model: filepath.Base(*path), Threads: t, PromptTokens: p, GenTokens: n, Parallel: np, Depth: *depth, Runs: *reps}
+					row := benchRow{Model: filepath.Base(*path), Threads: t, PromptTokens: p, GenTokens: n, Parallel: np, Depth: *depth, Runs: *reps,
+						LoadMode: load.Mode.String(), LoadReason: load.Reason}
 					var pp, tg []float64
 					for r := -1; r < *reps; r++ { // run -1 warms caches and page-ins
 						var dp, dn time.Duration

@@ -140,6 +140,9 @@ func loadBackend(mf *modelFlags, cf *clusterFlags, seqs int, stderr io.Writer) (
 	if !cf.active() {
 		return loadModel(mf, seqs, stderr)
 	}
+	if cfg.LoadMode, cfg.LoadAuto, err = mf.parseLoadMode(); err != nil {
+		return nil, err
+	}
 	if mf.threads <= 0 {
 		return nil, usagef("-t %d: need at least one thread", mf.threads)
 	}
@@ -169,7 +172,7 @@ func loadBackend(mf *modelFlags, cf *clusterFlags, seqs int, stderr io.Writer) (
 	p := c.Plan()
 	warnContext(c.File(), p.Ctx, mf.batch, stderr)
 	fmt.Fprintf(stderr, "braid: %d ranks, split %s (%s)\n", len(p.Ranks), p.Mode, p.SplitBy)
-	return &loaded{file: c.File(), ctx: p.Ctx, backend: c, cl: c, undo: undo}, nil
+	return &loaded{file: c.File(), ctx: p.Ctx, backend: c, cl: c, undo: undo, load: c.Load()}, nil
 }
 
 // generate runs one generation on the loaded model, on this node or the

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime"
 
@@ -14,6 +15,7 @@ import (
 	"braid/internal/kernels"
 	"braid/internal/kvcache"
 	"braid/internal/model"
+	"braid/internal/plan"
 	"braid/internal/sysinfo"
 )
 
@@ -33,6 +35,8 @@ type modelFlags struct {
 	hub  *hub.Model
 	// mtp loads the model's MTP head too (--spec mtp).
 	mtp bool
+	// loadMode is --load-mode: auto, mmap, read or mlock.
+	loadMode string
 }
 
 // limitProcs sets GOMAXPROCS to a rank's compute threads when they are
@@ -58,6 +62,7 @@ func (f *modelFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.ctx, "c", 0, "context length in tokens (default: the model's, at most 4096)")
 	fs.BoolVar(&f.kvF32, "kv-f32", false, "keep the KV cache in float32 instead of float16")
 	fs.IntVar(&f.batch, "b", 512, "most tokens evaluated in one step (prefill chunk)")
+	fs.StringVar(&f.loadMode, "load-mode", "auto", plan.LoadModes)
 }
 
 // loaded is a model ready to run, with what it owns: on this node (model,
@@ -72,6 +77,8 @@ type loaded struct {
 	backend engine.Backend
 	cl      *cluster.Cluster
 	undo    func() // limitProcs's, for a coordinator
+	// load is how this node holds its weights, and why.
+	load plan.LoadChoice
 }
 
 func (l *loaded) Close() {
@@ -98,6 +105,10 @@ func loadModel(f *modelFlags, seqs int, stderr io.Writer) (*loaded, error) {
 	if err := f.checkSizes(); err != nil {
 		return nil, err
 	}
+	mode, auto, err := f.parseLoadMode()
+	if err != nil {
+		return nil, err
+	}
 	if err := f.resolve(stderr); err != nil {
 		return nil, err
 	}
@@ -110,14 +121,20 @@ func loadModel(f *modelFlags, seqs int, stderr io.Writer) (*loaded, error) {
 		return nil, err
 	}
 	est := estimateMemory(file, f.ctx)
-	if mem, err := sysinfo.ReadMemory(); err == nil && mem.Usable() > 0 && uint64(est.total()) > mem.Usable() {
+	choice, err := chooseLoad(file, est, mode, auto, seqs)
+	if err != nil {
 		file.Close()
-		return nil, fmt.Errorf("%s does not fit this node: needs %s (weights %s, KV cache %s at context %d, scratch %s) but %s is usable",
-			f.path, sysinfo.FormatBytes(uint64(est.total())), est.weightsText(), sysinfo.FormatBytes(uint64(est.kv)),
-			est.ctx, sysinfo.FormatBytes(uint64(est.scratch)), sysinfo.FormatBytes(mem.Usable()))
+		return nil, fmt.Errorf("%s %w", f.path, err)
 	}
 	warnContext(file, est.ctx, f.batch, stderr)
-	prefault(file, stderr)
+	if err := file.SetMode(gguf.LoadOptions{Mode: choice.Mode, Progress: loadProgress(file.Files[0].Path, stderr)}); err != nil {
+		file.Close()
+		return nil, err
+	}
+	fmt.Fprintf(stderr, "braid: weights: %s\n", choice)
+	if choice.Mode == gguf.LoadMmap {
+		prefault(file, stderr) // read and mlock have every page in memory already
+	}
 	pool := kernels.NewPool(f.threads)
 	m, err := model.New(file, pool, model.Options{MaxBatch: f.batch, MTP: f.mtp})
 	if err != nil {
@@ -132,7 +149,46 @@ func loadModel(f *modelFlags, seqs int, stderr io.Writer) (*loaded, error) {
 		file.Close()
 		return nil, err
 	}
-	return &loaded{file: file, model: m, pool: pool, cache: cache, ctx: ctx, backend: engine.NewLocal(m, cache)}, nil
+	return &loaded{file: file, model: m, pool: pool, cache: cache, ctx: ctx, backend: engine.NewLocal(m, cache), load: choice}, nil
+}
+
+// parseLoadMode reads --load-mode; unset (flags built in code, like
+// demo's) is auto.
+func (f *modelFlags) parseLoadMode() (gguf.LoadMode, bool, error) {
+	if f.loadMode == "" {
+		return gguf.LoadMmap, true, nil
+	}
+	mode, auto, err := plan.ParseLoadMode(f.loadMode)
+	if err != nil {
+		return 0, false, usageError{err}
+	}
+	return mode, auto, nil
+}
+
+// chooseLoad resolves --load-mode for a model loaded whole on this node
+// with seqs sequences of the estimate's context, and refuses it when the
+// mode's memory need does not fit what is usable.
+func chooseLoad(file *gguf.Model, est memEstimate, mode gguf.LoadMode, auto bool, seqs int) (plan.LoadChoice, error) {
+	kv := est.kv * int64(max(seqs, 1))
+	facts := plan.LoadFacts{File: file.Bytes(), Weights: est.weights, Other: kv + est.scratch, InMemoryFS: est.resident > 0}
+	if mem, err := sysinfo.ReadMemory(); err == nil && mem.Usable() <= math.MaxInt64 {
+		facts.Usable = int64(mem.Usable())
+	}
+	choice := plan.ChooseLoad(mode, auto, facts)
+	need := facts.Need(choice.Mode)
+	if facts.Usable <= 0 || need <= facts.Usable {
+		return choice, nil
+	}
+	weights := est.weightsText()
+	if choice.Mode == gguf.LoadRead {
+		weights = sysinfo.FormatBytes(uint64(facts.File)) + ", a copy of the file (--load-mode read)"
+		if facts.InMemoryFS {
+			weights += "; the file is on tmpfs, where --load-mode mmap takes no more memory"
+		}
+	}
+	return choice, fmt.Errorf("does not fit this node: needs %s (weights %s, KV cache %s at context %d, scratch %s) but %s is usable",
+		sysinfo.FormatBytes(uint64(need)), weights, sysinfo.FormatBytes(uint64(kv)),
+		est.ctx, sysinfo.FormatBytes(uint64(est.scratch)), sysinfo.FormatBytes(uint64(facts.Usable)))
 }
 
 // defaultThreads is the number of cores this process may use.

@@ -172,6 +172,9 @@ func TestBadInput(t *testing.T) {
 		{[]string{"bench", "-m", bad, "-r", "0"}, 2, "-r 0"},
 		{[]string{"logits", "-m", bad, "--tokens", "1,x", "--out", "o"}, 2, `"x"`},
 		{[]string{"template", "--template", "x"}, 2, "--context"},
+		{[]string{"run", "-m", bad, "-p", "hi", "--load-mode", "fast"}, 2, `--load-mode "fast": want auto, mmap, read or mlock`},
+		{[]string{"bench", "-m", bad, "--load-mode", "mmaped"}, 2, `--load-mode "mmaped"`},
+		{[]string{"worker", "--listen", "127.0.0.1:0", "--load-mode", "Read"}, 2, `--load-mode "Read"`},
 	}
 	for _, tc := range tests {
 		_, errOut, code := braid(t, "", tc.args...)

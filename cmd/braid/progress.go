@@ -49,3 +49,26 @@ func prefault(m *gguf.Model, stderr io.Writer) {
 	// loads that fault the pages in.
 	runtime.KeepAlive(sink)
 }
+
+// loadProgress shows on a terminal how far read mode's copy of a large
+// model got (nil elsewhere: a log gets only the final line).
+func loadProgress(path string, stderr io.Writer) func(done, total int64) {
+	if !isTerminal(stderr) {
+		return nil
+	}
+	var last time.Time
+	return func(done, total int64) {
+		if total <= 256<<20 {
+			return
+		}
+		if done < total && time.Since(last) < 200*time.Millisecond {
+			return
+		}
+		last = time.Now()
+		fmt.Fprintf(stderr, "\rreading %s: %3.0f%% (%s of %s)", path, 100*float64(done)/float64(total),
+			sysinfo.FormatBytes(uint64(done)), sysinfo.FormatBytes(uint64(total)))
+		if done == total {
+			fmt.Fprintln(stderr)
+		}
+	}
+}

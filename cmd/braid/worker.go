@@ -13,6 +13,7 @@ import (
 
 	"braid/internal/cluster"
 	"braid/internal/dist"
+	"braid/internal/plan"
 )
 
 func init() {
@@ -30,6 +31,7 @@ func runWorker(args []string, stdout, stderr io.Writer) error {
 	timeout := fs.Duration("timeout", dist.DefaultTimeout, "bound on every network wait")
 	spin := fs.Duration("spin", dist.DefaultSpin, "how long to poll for the coordinator's next message before sleeping (0 = never; a coordinator's --net-spin governs the ranks' mesh)")
 	noPull := fs.Bool("no-pull", false, "never download a model the coordinator names by hub repository (ORG/NAME:QUANT) into this node's hub cache; receive the shard instead")
+	loadMode := fs.String("load-mode", "auto", plan.LoadModes+"; this node's choice, whatever the coordinator's")
 	exitOnEOF := fs.Bool("exit-on-eof", false, "end when standard input closes (a parent that starts workers, like braid demo, passes a pipe so they end with it)")
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return err
@@ -39,6 +41,10 @@ func runWorker(args []string, stdout, stderr io.Writer) error {
 	}
 	if *threads < 1 {
 		return usagef("-t %d: need at least one thread", *threads)
+	}
+	lmode, lauto, err := plan.ParseLoadMode(*loadMode)
+	if err != nil {
+		return usageError{err}
 	}
 	var mem int64
 	if *memLimit != "" {
@@ -60,7 +66,8 @@ func runWorker(args []string, stdout, stderr io.Writer) error {
 	// A worker has no other work than its rank's (see limitProcs).
 	defer limitProcs(*threads)()
 	w, err := cluster.NewWorker(cluster.WorkerConfig{Secret: secret, Threads: *threads, MemLimit: mem, ModelsDir: *modelsDir,
-		DataListen: *dataListen, Timeout: *timeout, Spin: spinSetting(*spin), Logger: log, NoPull: *noPull}, ln.Addr())
+		DataListen: *dataListen, Timeout: *timeout, Spin: spinSetting(*spin), Logger: log, NoPull: *noPull,
+		LoadMode: lmode, LoadAuto: lauto}, ln.Addr())
 	if err != nil {
 		ln.Close()
 		return err

@@ -77,6 +77,10 @@ type Config struct {
 	// Hub, when Model came from a hub, names it there so that workers
 	// fetch their own copies (hubfetch.go).
 	Hub *HubModel
+	// LoadMode and LoadAuto are --load-mode for rank 0's weights (each
+	// worker has its own).
+	LoadMode gguf.LoadMode
+	LoadAuto bool
 }
 
 // worker is the coordinator's side of one worker.
@@ -142,6 +146,7 @@ type Cluster struct {
 	cfg    Config
 	log    *slog.Logger
 	file   *gguf.Model
+	load   plan.LoadChoice // how rank 0 holds its weights
 	pool   *kernels.Pool
 	sha    string
 	size   int64
@@ -274,6 +279,9 @@ func Open(ctx context.Context, cfg Config) (*Cluster, error) {
 			c.maxVoc = max(c.maxVoc, rp.Shard.Vocab())
 		}
 	}
+	if err := c.holdLocal(abs, ranks[0].Mem); err != nil {
+		return nil, err
+	}
 	if err := c.bindLocal(); err != nil {
 		return nil, err
 	}
@@ -289,6 +297,27 @@ func (c *Cluster) progress(format string, a ...any) {
 		fmt.Fprintf(c.cfg.Progress, "braid: "+format+"\n", a...)
 	}
 }
+
+// holdLocal chooses how rank 0 holds its weights (--load-mode) and holds
+// them so, refusing a copy that does not fit the memory usable (mem, 0 =
+// unknown).
+func (c *Cluster) holdLocal(path string, mem int64) error {
+	r := &c.plan.Ranks[0]
+	lf := plan.LoadFacts{File: c.file.Bytes(), Weights: r.Weights, Other: r.KV + r.Scratch, Usable: mem, InMemoryFS: sysinfo.InMemoryFS(path)}
+	c.load = plan.ChooseLoad(c.cfg.LoadMode, c.cfg.LoadAuto, lf)
+	if need := lf.Need(c.load.Mode); mem > 0 && need > mem {
+		return fmt.Errorf("rank 0 (this node) does not fit with --load-mode %s: needs %s (a copy of the file, %s; KV cache and scratch %s) but %s is usable",
+			c.load.Mode, plan.Bytes(need), plan.Bytes(lf.File), plan.Bytes(lf.Other), plan.Bytes(mem))
+	}
+	if err := c.file.SetMode(gguf.LoadOptions{Mode: c.load.Mode}); err != nil {
+		return err
+	}
+	c.progress("weights: %s", c.load)
+	return nil
+}
+
+// Load says how rank 0 holds its weights, and why.
+func (c *Cluster) Load() plan.LoadChoice { return c.load }
 
 // bindLocal binds rank 0's shard once; its links follow every new mesh.
 func (c *Cluster) bindLocal() error {

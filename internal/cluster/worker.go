@@ -21,6 +21,7 @@ import (
 	"braid/internal/kernels"
 	"braid/internal/model"
 	"braid/internal/plan"
+	"braid/internal/sysinfo"
 )
 
 // WorkerConfig configures a worker.
@@ -61,6 +62,12 @@ type WorkerConfig struct {
 	// the Hugging Face tools use); NoPull forbids pulling (hubfetch.go).
 	HubCache string
 	NoPull   bool
+	// LoadMode and LoadAuto are the worker's --load-mode: how a shard's
+	// weights are held, chosen by plan.ChooseLoad when LoadAuto. Each node
+	// chooses for itself: the choice rests on its memory, file system and
+	// limits.
+	LoadMode gguf.LoadMode
+	LoadAuto bool
 }
 
 // Worker serves one coordinator at a time: it reports its facts, loads its
@@ -579,6 +586,17 @@ func (w *Worker) load(m *loadMsg, stage func(string)) error {
 		return fmt.Errorf("rank %d does not fit: needs %s (weights %s, KV cache %s, scratch %s) but offers %s",
 			m.Rank, plan.Bytes(weights+kv+scratch), plan.Bytes(weights), plan.Bytes(kv), plan.Bytes(scratch), plan.Bytes(mem))
 	}
+	lf := plan.LoadFacts{File: f.Bytes(), Weights: weights, Other: kv + scratch, Usable: w.offered(facts), InMemoryFS: sysinfo.InMemoryFS(path)}
+	load := plan.ChooseLoad(w.cfg.LoadMode, w.cfg.LoadAuto, lf)
+	if need := lf.Need(load.Mode); lf.Usable > 0 && need > lf.Usable {
+		return fmt.Errorf("rank %d does not fit with --load-mode %s: needs %s (a copy of the file, %s; KV cache and scratch %s) but offers %s",
+			m.Rank, load.Mode, plan.Bytes(need), plan.Bytes(lf.File), plan.Bytes(lf.Other), plan.Bytes(lf.Usable))
+	}
+	stage("holding weights: " + load.Mode.String())
+	if err := f.SetMode(gguf.LoadOptions{Mode: load.Mode}); err != nil {
+		return fmt.Errorf("rank %d: %w", m.Rank, err)
+	}
+	w.log.Info("worker: weights", "mode", load.Mode.String(), "why", load.Reason)
 	stage("binding weights")
 	pool := kernels.NewPool(w.cfg.Threads)
 	r := &rank{cfg: c, sh: sh, world: m.World, tp: m.TP, pp: m.PP}
