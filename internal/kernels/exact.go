@@ -16,3 +16,13 @@ func (p *Pool) SetExactColumns(n int) {
 	p.exactCols = max(n, 0)
 	p.mu.Unlock()
 }
+
+// ExactColumns is the bound SetExactColumns set (0: off), for the layers
+// whose own arithmetic has a batched form that rounds differently
+// (DeltaNet's chunked recurrence): they keep the one-token form for
+// batches this small.
+func (p *Pool) ExactColumns() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exactCols
+}

@@ -204,7 +204,7 @@ func ScratchBytes(c *Config, sh *Shard, maxBatch, threads, ctx int) int64 {
 		n += 3 * B * qd
 	}
 	if c.SSM != nil {
-		n += int64(ssmScratchLen(c, sh.SSMHi-sh.SSMLo, maxBatch))
+		n += int64(ssmScratchLen(c, sh.SSMHi-sh.SSMLo, maxBatch, threads))
 	}
 	if c.MLA != nil {
 		n += int64(mlaScratchLen(c, sh.Heads(), maxBatch))
@@ -247,7 +247,7 @@ func (m *Model) alloc() {
 		s.qraw, s.qgate = make([]float32, 2*B*qdim), make([]float32, B*qdim)
 	}
 	if c.SSM != nil {
-		s.ssm.alloc(c, m.sh.SSMHi-m.sh.SSMLo, B)
+		s.ssm.alloc(c, m.sh.SSMHi-m.sh.SSMLo, B, m.pool.Threads())
 	}
 	if c.MLA != nil {
 		s.mla.alloc(c, m.sh.Heads(), B)

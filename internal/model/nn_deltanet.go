@@ -34,24 +34,57 @@ type DeltaNet struct {
 
 // ssmScratch is the step's buffers of the recurrent layers.
 type ssmScratch struct {
-	qk, v, z, beta, alpha, o, tmp []float32
+	qk, v, z, beta, alpha, o []float32
+	segs                     []ssmSeg
+	// chunk holds one chunked-form scratch per pool thread; free hands
+	// them to the heads' workers (at most Threads run at once).
+	chunk []deltaChunk
+	free  chan *deltaChunk
+	// exact: the pool computes batches of at most this many tokens as
+	// one-token steps do (speculative verification), so runs this short
+	// keep the recurrent form.
+	exact int
 }
+
+// ssmSeg is a run of consecutive batch tokens [lo, hi) of one sequence,
+// whose state in the running layer is st.
+type ssmSeg struct {
+	lo, hi int
+	st     []float32
+}
+
+// deltaChunkLen is the chunked form's block of positions, and
+// deltaChunkMin the shortest run of one sequence that takes it: shorter
+// runs (decode, speculative verification) keep the recurrent form.
+const (
+	deltaChunkLen = 64
+	deltaChunkMin = 16
+	// triBlock is the rows per product where only a triangle is needed:
+	// a multiple of kernels.MatMulF32's tile.
+	triBlock = 12
+)
 
 func ssmDims(c *Config, nv int) (qk, vc int) {
 	a := c.SSM
 	return 2 * a.KHeads * a.State, nv * a.State
 }
 
-func ssmScratchLen(c *Config, nv, B int) int {
+func ssmScratchLen(c *Config, nv, B, threads int) int {
 	qk, vc := ssmDims(c, nv)
-	return B*(qk+4*vc+2*nv) + 2*vc
+	return B*(qk+3*vc+2*nv) + threads*deltaChunkScratchLen(c.SSM.State, deltaChunkLen)
 }
 
-func (ss *ssmScratch) alloc(c *Config, nv, B int) {
+func (ss *ssmScratch) alloc(c *Config, nv, B, threads int) {
 	qk, vc := ssmDims(c, nv)
 	ss.qk, ss.v, ss.z, ss.o = make([]float32, B*qk), make([]float32, B*vc), make([]float32, B*vc), make([]float32, B*vc)
 	ss.beta, ss.alpha = make([]float32, B*nv), make([]float32, B*nv)
-	ss.tmp = make([]float32, 2*vc)
+	ss.segs = make([]ssmSeg, 0, B)
+	ss.chunk = make([]deltaChunk, threads)
+	ss.free = make(chan *deltaChunk, threads)
+	for i := range ss.chunk {
+		ss.chunk[i].alloc(c.SSM.State, deltaChunkLen)
+		ss.free <- &ss.chunk[i]
+	}
 }
 
 // SSMStateSize is a recurrent layer's state per sequence on a rank with nv
@@ -106,12 +139,24 @@ func (d *DeltaNet) mix(m *Model, cache *kvcache.Cache, b *Batch, l int, h, out [
 	m.pool.MatMulShared(h, n, kernels.MatOut{Dst: ss.qk[:n*qk], W: &d.qk}, kernels.MatOut{Dst: ss.v[:n*vc], W: &d.v},
 		kernels.MatOut{Dst: ss.z[:n*vc], W: &d.z}, kernels.MatOut{Dst: ss.beta[:n*nv], W: &d.beta},
 		kernels.MatOut{Dst: ss.alpha[:n*nv], W: &d.alpha})
-	// The conv, in batch order: a sequence's tokens are in order, each
-	// reading the inputs before it from its state.
+	// The batch as runs of one sequence's consecutive tokens: the conv
+	// and the recurrence take each run in order from the state it leaves.
+	ss.segs = ss.segs[:0]
+	for i := 0; i < n; {
+		j := i + 1
+		for j < n && b.Seq[j] == b.Seq[i] {
+			j++
+		}
+		ss.segs = append(ss.segs, ssmSeg{lo: i, hi: j, st: cache.State(cl, b.Seq[i])})
+		i = j
+	}
+	for _, sg := range ss.segs {
+		for i := sg.lo; i < sg.hi; i++ {
+			convStep(ss.qk[i*qk:(i+1)*qk], sg.st[:(K-1)*qk], d.convQK, K)
+			convStep(ss.v[i*vc:(i+1)*vc], sg.st[(K-1)*qk:(K-1)*(qk+vc)], d.convV, K)
+		}
+	}
 	for i := 0; i < n; i++ {
-		st := cache.State(cl, b.Seq[i])
-		convStep(ss.qk[i*qk:(i+1)*qk], st[:(K-1)*qk], d.convQK, K)
-		convStep(ss.v[i*vc:(i+1)*vc], st[(K-1)*qk:(K-1)*(qk+vc)], d.convV, K)
 		for hh := 0; hh < 2*a.KHeads; hh++ {
 			l2Normalize(ss.qk[i*qk+hh*S:i*qk+(hh+1)*S], c.NormEps)
 		}
@@ -124,6 +169,7 @@ func (d *DeltaNet) mix(m *Model, cache *kvcache.Cache, b *Batch, l int, h, out [
 			ss.alpha[i*nv+j] = x * d.a[j]
 		}
 	}
+	ss.exact = m.pool.ExactColumns()
 	m.cur.cache, m.cur.batch, m.cur.layer, m.cur.ssm = cache, b, cl, d
 	m.pool.For(nv, m.ssmFn)
 	for i := 0; i < n; i++ {
@@ -139,43 +185,204 @@ func (d *DeltaNet) mix(m *Model, cache *kvcache.Cache, b *Batch, l int, h, out [
 }
 
 // deltaHeads runs the recurrence of value heads [lo, hi) over the step's
-// tokens (from Pool.For: each head's states are its own).
+// runs (from Pool.For: each head's states are its own). A run of at least
+// deltaChunkMin tokens takes the chunked form, block by block; shorter
+// ones, and any the pool must compute as one-token steps, the recurrent
+// form.
 func (m *Model) deltaHeads(lo, hi int) {
 	c, ss, d := &m.Cfg, &m.s.ssm, m.cur.ssm
 	a := c.SSM
 	S, K := a.State, a.Conv
 	nv := d.beta.Rows
 	qk, vc := ssmDims(c, nv)
-	b, cache, cl := m.cur.batch, m.cur.cache, m.cur.layer
 	scale := float32(1 / math.Sqrt(float64(S)))
+	cs := <-ss.free
+	defer func() { ss.free <- cs }()
 	for j := lo; j < hi; j++ {
 		kh := (d.lo + j) % a.KHeads
-		kv, delta := ss.tmp[j*S:(j+1)*S], ss.tmp[vc+j*S:vc+(j+1)*S]
-		for i := range b.Tokens {
-			st := cache.State(cl, b.Seq[i])
-			sj := st[(K-1)*(qk+vc)+j*S*S : (K-1)*(qk+vc)+(j+1)*S*S]
-			q := ss.qk[i*qk+kh*S : i*qk+(kh+1)*S]
-			k := ss.qk[i*qk+(a.KHeads+kh)*S : i*qk+(a.KHeads+kh+1)*S]
-			v := ss.v[i*vc+j*S : i*vc+(j+1)*S]
-			decay := float32(math.Exp(float64(ss.alpha[i*nv+j])))
-			beta := ss.beta[i*nv+j]
-			kernels.Scale(sj, decay)
-			clear(kv)
-			for r := 0; r < S; r++ {
-				kernels.AxpyF32(kv, k[r], sj[r*S:(r+1)*S])
-			}
-			for e := range delta {
-				delta[e] = beta * (v[e] - kv[e])
-			}
-			o := ss.o[i*vc+j*S : i*vc+(j+1)*S]
-			clear(o)
-			for r := 0; r < S; r++ {
-				row := sj[r*S : (r+1)*S]
-				kernels.AxpyF32(row, k[r], delta)
-				kernels.AxpyF32(o, q[r]*scale, row)
+		for _, sg := range ss.segs {
+			hs := sg.st[(K-1)*(qk+vc)+j*S*S : (K-1)*(qk+vc)+(j+1)*S*S]
+			chunked := sg.hi-sg.lo >= deltaChunkMin && sg.hi-sg.lo > ss.exact
+			for i0 := sg.lo; i0 < sg.hi; i0 += deltaChunkLen {
+				L := min(deltaChunkLen, sg.hi-i0)
+				in := deltaIn{
+					q: ss.qk[i0*qk+kh*S:], k: ss.qk[i0*qk+(a.KHeads+kh)*S:], ldqk: qk,
+					v: ss.v[i0*vc+j*S:], o: ss.o[i0*vc+j*S:], ldv: vc,
+					g: ss.alpha[i0*nv+j:], beta: ss.beta[i0*nv+j:], ldg: nv,
+					n: L, dim: S, scale: scale,
+				}
+				if chunked {
+					cs.run(hs, &in)
+				} else {
+					deltaRecurrent(hs, &in)
+				}
 			}
 		}
 	}
+}
+
+// deltaIn is one value head's inputs and outputs for n consecutive tokens
+// of a sequence, as rows with strides: the token's query and key (its key
+// head's, L2-normalised), value and output (dim values each), log-decay g
+// (<= 0) and β.
+type deltaIn struct {
+	q, k    []float32
+	ldqk    int
+	v, o    []float32
+	ldv     int
+	g, beta []float32
+	ldg     int
+	n, dim  int
+	scale   float32
+}
+
+// deltaRecurrent runs the tokens through the gated delta rule one at a
+// time. The head's state h is stored transposed, H = Sᵀ (dim rows, one
+// per value dimension, of dim key values), so each row is updated on its
+// own in one pass:
+//
+//	H = e^g·H;  δ = β·(v − H k);  H += δ kᵀ;  o = H q · scale
+func deltaRecurrent(h []float32, in *deltaIn) {
+	D := in.dim
+	for t := 0; t < in.n; t++ {
+		q, k := in.q[t*in.ldqk:t*in.ldqk+D], in.k[t*in.ldqk:t*in.ldqk+D]
+		v, o := in.v[t*in.ldv:t*in.ldv+D], in.o[t*in.ldv:t*in.ldv+D]
+		g := float64(in.g[t*in.ldg])
+		decay, dm1 := float32(math.Exp(g)), float32(math.Expm1(g))
+		beta := in.beta[t*in.ldg]
+		for m := 0; m < D; m++ {
+			row := h[m*D : (m+1)*D]
+			dl := beta * (v[m] - decay*kernels.DotF32(row, k))
+			// row·e^g as row + (e^g − 1)·row: the vector kernels have
+			// an axpy, not a scale.
+			kernels.AxpyF32(row, dm1, row)
+			kernels.AxpyF32(row, dl, k)
+			o[m] = in.scale * kernels.DotF32(row, q)
+		}
+	}
+}
+
+// deltaChunk is the chunked form's scratch for blocks of up to C tokens
+// of one head (state dim D).
+type deltaChunk struct {
+	rt, dt, ktw, qs []float32 // [D x C], [D x C], [D x C], [C x D]
+	kk, qk          []float32 // [C x C]
+	eg, cg, suf, f  []float32 // [C]
+}
+
+func deltaChunkScratchLen(D, C int) int { return 4*D*C + 2*C*C + 4*C }
+
+func (cs *deltaChunk) alloc(D, C int) {
+	cs.rt, cs.dt, cs.ktw, cs.qs = make([]float32, D*C), make([]float32, D*C), make([]float32, D*C), make([]float32, C*D)
+	cs.kk, cs.qk = make([]float32, C*C), make([]float32, C*C)
+	cs.eg, cs.cg, cs.suf, cs.f = make([]float32, C), make([]float32, C), make([]float32, C), make([]float32, C)
+}
+
+// run computes what deltaRecurrent computes for a block of L tokens with
+// matrix products (the WY form of the delta rule). With Γ_t the product of
+// the block's decays up to t (so Γ_t/Γ_s = e^(γ_t−γ_s) for s <= t), H_0
+// the state before the block, and the rows of K, Q, V the tokens':
+//
+//	δ_t = β_t·(v_t − Γ_t H_0 k_t − Σ_{s<t} Γ_t/Γ_s (k_t·k_s) δ_s)
+//	o_t = scale·(Γ_t H_0 q_t + Σ_{s<=t} Γ_t/Γ_s (q_t·k_s) δ_s)
+//	H_L = Γ_L H_0 + Σ_s Γ_L/Γ_s δ_s k_sᵀ
+//
+// The δ are the solution of a unit lower-triangular system (I + A) Δ = R,
+// A[t][s] = β_t Γ_t/Γ_s (k_t·k_s): T = (I + A)⁻¹ by substitution on the
+// L x L matrix, then Δ = T R as a product. The decay ratios are running
+// products of the per-token decays, as the recurrence multiplies them, so
+// no ratio of two underflowed products is ever taken.
+func (cs *deltaChunk) run(h []float32, in *deltaIn) {
+	D, L := in.dim, in.n
+	eg, cg, suf := cs.eg[:L], cs.cg[:L], cs.suf[:L]
+	p := float32(1)
+	for t := range L {
+		eg[t] = float32(math.Exp(float64(in.g[t*in.ldg])))
+		p *= eg[t]
+		cg[t] = p // Γ_t
+	}
+	p = 1
+	for s := L - 1; s >= 0; s-- {
+		suf[s] = p // Γ_L/Γ_s
+		p *= eg[s]
+	}
+	// Rᵀ = H_0 Kᵀ, then R_t = β_t (v_t − Γ_t H_0 k_t), kept transposed:
+	// rt[m*L+t].
+	rt := cs.rt[:D*L]
+	kernels.MatMulF32(rt, L, h, D, D, in.k, in.ldqk, L, D, false)
+	for t := range L {
+		v, b, gt := in.v[t*in.ldv:t*in.ldv+D], in.beta[t*in.ldg], cg[t]
+		for m := range D {
+			rt[m*L+t] = b * (v[m] - gt*rt[m*L+t])
+		}
+	}
+	// k_t·k_s and q_t·k_s for s <= t, in blocks of rows t (each block
+	// also fills a little past its diagonal, which is never read).
+	kk, qk := cs.kk[:L*L], cs.qk[:L*L]
+	for t0 := 0; t0 < L; t0 += triBlock {
+		nt, ns := min(triBlock, L-t0), min(t0+triBlock, L)
+		kernels.MatMulF32(kk[t0*L:], L, in.k[t0*in.ldqk:], in.ldqk, nt, in.k, in.ldqk, ns, D, false)
+		kernels.MatMulF32(qk[t0*L:], L, in.q[t0*in.ldqk:], in.ldqk, nt, in.k, in.ldqk, ns, D, false)
+	}
+	// T = (I + A)⁻¹ in place of kk, row by row: T_t = e_t − Σ_{u<t} A[t][u] T_u,
+	// and P[t][s] = scale·Γ_t/Γ_s (q_t·k_s) in place of qk (0 above the
+	// diagonal).
+	f := cs.f[:L]
+	for t := range L {
+		// f[s] = Γ_t/Γ_s for s <= t.
+		r := float32(1)
+		for s := t; s >= 0; s-- {
+			f[s] = r
+			r *= eg[s]
+		}
+		row, prow := kk[t*L:(t+1)*L], qk[t*L:(t+1)*L]
+		for s := 0; s <= t; s++ {
+			prow[s] *= in.scale * f[s]
+		}
+		clear(prow[t+1:])
+		b := in.beta[t*in.ldg]
+		for s := 0; s < t; s++ {
+			f[s] = b * f[s] * row[s] // A[t][s]
+		}
+		clear(row)
+		row[t] = 1
+		for u := 0; u < t; u++ {
+			if f[u] != 0 {
+				kernels.AxpyF32(row[:u+1], -f[u], kk[u*L:u*L+u+1])
+			}
+		}
+	}
+	// Δᵀ = Rᵀ Tᵀ: dt[m*L+t] = δ_t[m], T_t being 0 past t.
+	dt := cs.dt[:D*L]
+	for t0 := 0; t0 < L; t0 += triBlock {
+		nt := min(triBlock, L-t0)
+		kernels.MatMulF32(dt[t0:], L, rt, L, D, kk[t0*L:], L, nt, t0+nt, false)
+	}
+	// O = (scale·Γ_t q_t) H_0ᵀ + P Δ.
+	qs := cs.qs[:L*D]
+	for t := range L {
+		q := in.q[t*in.ldqk : t*in.ldqk+D]
+		for i, x := range q {
+			qs[t*D+i] = x * in.scale * cg[t]
+		}
+	}
+	kernels.MatMulF32(in.o, in.ldv, qs, D, L, h, D, D, D, false)
+	for t0 := 0; t0 < L; t0 += triBlock {
+		nt := min(triBlock, L-t0)
+		kernels.MatMulF32(in.o[t0*in.ldv:], in.ldv, qk[t0*L:], L, nt, dt, L, D, t0+nt, true)
+	}
+	// H_L = Γ_L H_0 + Δᵀ (K scaled by Γ_L/Γ_s), K taken transposed.
+	ktw := cs.ktw[:D*L]
+	for s := range L {
+		k, w := in.k[s*in.ldqk:s*in.ldqk+D], suf[s]
+		for i, x := range k {
+			ktw[i*L+s] = x * w
+		}
+	}
+	// h·Γ_L as h + (Γ_L − 1)·h: the vector kernels have an axpy, not a
+	// scale.
+	kernels.AxpyF32(h[:D*D], cg[L-1]-1, h)
+	kernels.MatMulF32(h, D, dt, L, D, ktw, L, D, L, true)
 }
 
 // convStep runs one token through a causal depthwise conv: x holds the
