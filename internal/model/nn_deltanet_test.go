@@ -8,6 +8,8 @@ import (
 
 	"braid/internal/gguf"
 	"braid/internal/kernels"
+	"braid/internal/modelgen"
+	"braid/internal/quant"
 	"braid/internal/sharedtest"
 )
 
@@ -271,5 +273,63 @@ func BenchmarkDeltaRule(b *testing.B) {
 				c.runBlocks(form == "chunked", cs)
 			}
 		})
+	}
+}
+
+// TestDeltaNetStepAllocs: a qwen35 decode step (the recurrent form) and a
+// 40-token prompt step (the chunked form) allocate nothing once the
+// buffers have grown.
+func TestDeltaNetStepAllocs(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	cfg := modelgen.Config{Arch: "qwen35", Layers: 4, Embd: 64, FF: 128, Heads: 4, KVHeads: 2, HeadDim: 16, RopeDim: 8, Vocab: 300,
+		Type: quant.Q8_0, SSMState: 16, SSMKeyHeads: 2, SSMValueHeads: 4, SSMConv: 4, FullAttnInterval: 4}
+	if err := modelgen.WriteFile(path, cfg); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	pool := kernels.NewPool(2)
+	defer pool.Close()
+	m, err := New(f, pool, Options{MaxBatch: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache, err := m.NewCache(CacheSize{Positions: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logits := make([]float32, 40*m.Cfg.Vocab)
+	var b Batch
+	pos := int32(0)
+	step := func(n int) func() {
+		return func() {
+			if int(pos)+n > 500 {
+				if err := cache.Truncate(0, 0); err != nil {
+					t.Fatal(err)
+				}
+				pos = 0
+			}
+			b.Reset()
+			for range n {
+				b.Add(int32(pos%250)+3, pos, 0, true)
+				pos++
+			}
+			if err := m.Forward(cache, &b, logits); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Grow the attention scores to the longest context first.
+	for range 13 {
+		step(40)()
+	}
+	for _, n := range []int{1, 40} {
+		s := step(n)
+		if a := testing.AllocsPerRun(20, s); a != 0 {
+			t.Errorf("a step of %d tokens allocates %.2f times", n, a)
+		}
 	}
 }
