@@ -59,7 +59,7 @@ func startExtra(t *testing.T, parallel, ctx int) *extraServer {
 		es.access = append(es.access, e)
 		es.logMu.Unlock()
 	}})
-	srv.SetReady(&Backend{Sched: sched, Tok: tok, Vocab: m.Cfg.Vocab, Embed: es.embed,
+	srv.SetReady(&Backend{Sched: sched, Tok: tok, Vocab: m.Cfg.Vocab, Embed: es.embed, LoadMode: "read", LoadReason: "--load-mode read",
 		Cluster: &ClusterInfo{Split: "none", SplitBy: "one node", Ranks: []RankInfo{{Addr: "local", Layers: [2]int{0, m.Cfg.Layers}, TPSize: 1, Weights: 1000}}}})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -184,6 +184,9 @@ func TestPropsAndSlots(t *testing.T) {
 	code, v := es.call(t, "GET", "/props", "")
 	if code != 200 || v["total_slots"] != 3.0 || v["bos_token"] != "<s>" || v["model_path"] != storiesPath || v["embeddings"] != true {
 		t.Errorf("/props: %d %v", code, v)
+	}
+	if v["load_mode"] != "read" || v["load_mode_reason"] != "--load-mode read" {
+		t.Errorf("/props says the weights are held %v (%v), want the backend's read (--load-mode read)", v["load_mode"], v["load_mode_reason"])
 	}
 	if s := v["default_generation_settings"].(map[string]any); s["n_ctx"] != 128.0 {
 		t.Errorf("/props n_ctx: %v", s)

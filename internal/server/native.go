@@ -211,6 +211,8 @@ func (s *Server) handleProps(w http.ResponseWriter, r *http.Request) {
 		"modalities":                  map[string]bool{"vision": false, "audio": false},
 		"embeddings":                  b.Embed != nil,
 		"build_info":                  sysinfo.ReadBuild().Digest(),
+		"load_mode":                   b.LoadMode,
+		"load_mode_reason":            b.LoadReason,
 		"webui":                       true,
 	})
 }

@@ -61,6 +61,9 @@ type Backend struct {
 	// Cluster describes the ranks for /cluster and the web page; nil on
 	// one node (web.go).
 	Cluster *ClusterInfo
+	// LoadMode is how this node holds the weights (mmap, read, mlock)
+	// and LoadReason why, for /props.
+	LoadMode, LoadReason string
 
 	// reasoning is how the model's output marks its reasoning, read from
 	// the template by SetReady.
