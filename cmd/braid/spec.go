@@ -170,6 +170,12 @@ func (f *specFlags) drafter(l *loaded, mf *modelFlags, seqs int, stderr io.Write
 			df.Close()
 			return nil, nil, err
 		}
+		// The draft model is held as the target is: a draft paged out
+		// under reclaim stalls every step it drafts for.
+		if err := df.SetMode(gguf.LoadOptions{Mode: l.load.Mode}); err != nil {
+			df.Close()
+			return nil, nil, fmt.Errorf("draft model %s: %w", f.draft, err)
+		}
 		pool, own := l.pool, false
 		if pool == nil {
 			pool, own = kernels.NewPool(mf.threads), true
@@ -195,7 +201,7 @@ func (f *specFlags) drafter(l *loaded, mf *modelFlags, seqs int, stderr io.Write
 			release()
 			return nil, nil, err
 		}
-		fmt.Fprintf(stderr, "braid: draft model %s (%s, %d layers)\n", f.draft, dm.Cfg.Arch, dm.Cfg.Layers)
+		fmt.Fprintf(stderr, "braid: draft model %s (%s, %d layers), weights %s as the target's\n", f.draft, dm.Cfg.Arch, dm.Cfg.Layers, l.load.Mode)
 		return d, release, nil
 	}
 	return nil, nop, nil
