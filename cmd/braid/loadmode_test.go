@@ -12,6 +12,7 @@ import (
 	"braid/internal/engine"
 	"braid/internal/gguf"
 	"braid/internal/model"
+	"braid/internal/plan"
 	"braid/internal/sharedtest"
 	"braid/internal/sysinfo"
 )
@@ -72,5 +73,50 @@ func TestLoadModesSameLogits(t *testing.T) {
 		if !strings.Contains(stderr, "braid: weights: "+want.String()+" (") {
 			t.Errorf("--load-mode %s: stderr does not say the mode: %q", mode, stderr)
 		}
+	}
+}
+
+// TestPlanLoadMode: braid plan counts what rank 0's load mode holds. Read
+// mode holds the whole file, so on a layer split rank 0's weights are the
+// file's size; auto maps a shard that reads part of the file; a copy that
+// does not fit the memory given is refused.
+func TestPlanLoadMode(t *testing.T) {
+	path := filepath.Join(shared, "models", "stories260K", "stories260K-F32.gguf")
+	st, err := os.Stat(path)
+	if err != nil {
+		sharedtest.Missing(t, "no shared stories260K model: %v", err)
+	}
+	rank0 := func(out string) []string {
+		for _, l := range strings.Split(out, "\n") {
+			if f := strings.Fields(l); len(f) > 2 && f[0] == "0" && f[1] == "local" {
+				return f
+			}
+		}
+		t.Fatalf("no rank 0 row in:\n%s", out)
+		return nil
+	}
+	out, errOut, code := braid(t, "", "plan", "-m", path, "--ranks", "2", "--mem", "1G", "--load-mode", "read")
+	if code != 0 {
+		t.Fatalf("plan --load-mode read: exit %d: %s", code, errOut)
+	}
+	// Columns: rank name stage layers heads kv ffn vocab weights...; the
+	// weights are "N.N KiB" (two fields).
+	if w := strings.Join(rank0(out)[8:10], " "); w != plan.Bytes(st.Size()) {
+		t.Errorf("read mode: rank 0's weights %s, want the file's %s:\n%s", w, plan.Bytes(st.Size()), out)
+	}
+	if !strings.Contains(out, "rank 0 (this node): weights held as read (--load-mode read)") {
+		t.Errorf("no note of rank 0's load mode:\n%s", out)
+	}
+	out, _, code = braid(t, "", "plan", "-m", path, "--ranks", "2", "--mem", "1G")
+	if w := strings.Join(rank0(out)[8:10], " "); code != 0 || w == plan.Bytes(st.Size()) || !strings.Contains(out, "weights held as mmap (auto: this rank reads") {
+		t.Errorf("auto on half the layers: exit %d, rank 0's weights %s; want mmap of its part:\n%s", code, w, out)
+	}
+	// Rank 0 needs about 2.1 MiB mapped and 2.6 MiB with a copy.
+	if _, errOut, code = braid(t, "", "plan", "-m", path, "--ranks", "2", "--mem", "2.3M", "--load-mode", "mmap"); code != 0 {
+		t.Errorf("mmap in 2.3 MiB: exit %d, stderr %q; want a fit", code, errOut)
+	}
+	_, errOut, code = braid(t, "", "plan", "-m", path, "--ranks", "2", "--mem", "2.3M", "--load-mode", "read")
+	if code != 1 || !strings.Contains(errOut, "rank 0 (local): needs 2.6 MiB") || !strings.Contains(errOut, "DOES NOT FIT") {
+		t.Errorf("a copy larger than --mem: exit %d, stderr %q; want a refusal", code, errOut)
 	}
 }

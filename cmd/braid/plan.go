@@ -41,6 +41,7 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 	batch := fs.Int("b", 512, "most tokens evaluated in one step")
 	threads := fs.Int("t", defaultThreads(), "threads per rank")
 	kvF32 := fs.Bool("kv-f32", false, "KV cache in float32 instead of float16")
+	loadMode := fs.String("load-mode", "auto", "this node's (rank 0's) --load-mode, for its memory need: "+plan.LoadModes)
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return err
 	}
@@ -59,6 +60,10 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 	}
 	if cf.timeout <= 0 {
 		return usagef("--net-timeout must be positive")
+	}
+	lmode, lauto, err := plan.ParseLoadMode(*loadMode)
+	if err != nil {
+		return usageError{err}
 	}
 
 	var ranks []plan.Rank
@@ -178,6 +183,12 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 	if err != nil && !errors.As(err, &fe) {
 		return err
 	}
+	if ranks[0].Name == "local" {
+		notes = append(notes, planLoad(p, f, *path, lmode, lauto)...)
+		if err == nil && !p.Ranks[0].Fits() {
+			err = &plan.FitError{Plan: p}
+		}
+	}
 	p.Notes = append(p.Notes, notes...)
 	fmt.Fprint(stdout, p.Table())
 	if survey != nil {
@@ -190,6 +201,23 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	return err
+}
+
+// planLoad decides how this node, rank 0, would hold its weights: read
+// mode holds a copy of the whole file, so the rank's weights become the
+// file's size. It returns the notes that say so.
+func planLoad(p *plan.Plan, f *gguf.Model, path string, mode gguf.LoadMode, auto bool) []string {
+	r := &p.Ranks[0]
+	lf := plan.LoadFacts{File: f.Bytes(), Weights: r.Weights, Other: r.KV + r.Scratch, Usable: r.Mem, InMemoryFS: sysinfo.InMemoryFS(path)}
+	c := plan.ChooseLoad(mode, auto, lf)
+	if c.Mode == gguf.LoadRead {
+		r.Weights = lf.File
+	}
+	notes := []string{fmt.Sprintf("rank 0 (this node): weights held as %s", c)}
+	if len(p.Ranks) > 1 {
+		notes = append(notes, "each worker chooses its own --load-mode (auto: read when its shard is most of the file it reads from and fits its memory, else mmap)")
+	}
+	return notes
 }
 
 // writeSources prints where each rank takes its weights from at a load:
