@@ -50,4 +50,19 @@ func writeDoctor(w io.Writer) {
 		fmt.Fprintln(w, "cgroup:   no memory limit")
 	}
 	fmt.Fprintf(w, "usable:   %s for model weights, KV cache and scratch\n", sysinfo.FormatBytes(m.Usable()))
+	writeReclaim(w, sysinfo.ReadReclaim("/"))
+}
+
+// writeReclaim says what the kernel takes back ahead of need and what it
+// means for the weights (--load-mode).
+func writeReclaim(w io.Writer, r sysinfo.Reclaim) {
+	f := r.Findings()
+	if len(f) == 0 {
+		fmt.Fprintln(w, "reclaim:  no proactive reclaim, swap or cgroup limit found: --load-mode auto reads the weights into memory when they fit, mmap keeps them as well")
+		return
+	}
+	fmt.Fprintln(w, "reclaim:")
+	for _, line := range f {
+		fmt.Fprintf(w, "  - %s\n", line)
+	}
 }
