@@ -44,6 +44,11 @@ type SchedulerConfig struct {
 	// Spec, when set, decodes speculatively inside the batches (see
 	// specsched.go); its Stats is not used (see Scheduler.SpecStats).
 	Spec *Spec
+	// NoOverlap runs a Pipeline backend's steps one at a time, each over
+	// all running sequences (as micro-batches), instead of overlapping
+	// the steps of groups of them (pipeline.go); for A/B measurements and
+	// the tests that compare the two.
+	NoOverlap bool
 }
 
 // Job is one generation request.
@@ -190,6 +195,11 @@ type Counters struct {
 	KVBlocksTotal    int
 	CachedSequences  int // finished sequences kept for prefix reuse
 	MaxStepSequences int // the most sequences decoded in one step so far
+	// MaxInFlight is the most steps in flight at once on a Pipeline
+	// backend (1 without overlap); OverlappedSteps counts the steps
+	// launched while another was still in flight.
+	MaxInFlight     int
+	OverlappedSteps int64
 	// StepSequences[k] counts steps that decoded k sequences together
 	// (k = 0: prefill only).
 	StepSequences []int64
@@ -206,7 +216,9 @@ type seq struct {
 	limit    int // positions reserved: prompt + the most it may generate
 	cached   int
 	admitted time.Time
-	logits   int // row of this step's logits, -1 when none
+	logits   int  // row of this step's logits, -1 when none
+	inFlight bool // in a pipelined step not yet collected
+	ended    bool // finished while its group was collected
 }
 
 type cachedSeq struct {
@@ -244,6 +256,12 @@ type Scheduler struct {
 	batch   model.Batch
 	logits  []float32
 	spec    *schedSpec // speculative decoding, or nil
+
+	// Overlapped steps on a Pipeline backend (pipeline.go): the groups
+	// in flight, oldest first, and spare group slices.
+	pipe                    Pipeline // nil: one step at a time
+	flight, groupPool       [][]*seq
+	overlapped, maxInFlight atomic.Int64
 }
 
 // Degraded is why the backend could not run the last step (a cluster rank
@@ -296,6 +314,9 @@ func NewScheduler(b Backend, cfg SchedulerConfig) (*Scheduler, error) {
 			return nil, err
 		}
 	}
+	if p, ok := b.(Pipeline); ok && p.Stages() > 1 && cfg.Spec == nil && !cfg.NoOverlap {
+		s.pipe = p
+	}
 	s.publishKV()
 	return s, nil
 }
@@ -339,6 +360,7 @@ func (s *Scheduler) Counters() Counters {
 		GenTokens: s.genToks.Load(), Queue: int(s.pending.Load()), Busy: int(s.busy.Load()),
 		KVBlocksUsed: int(s.kvUsed.Load()), KVBlocksTotal: int(s.kvTotal.Load()),
 		CachedSequences: int(s.cachedN.Load()), MaxStepSequences: int(s.maxStep.Load()),
+		MaxInFlight: int(s.maxInFlight.Load()), OverlappedSteps: s.overlapped.Load(),
 		StepSequences: make([]int64, len(s.stepSeqs)),
 	}
 	for i := range s.stepSeqs {
@@ -462,7 +484,8 @@ func (s *Scheduler) dropCancelled() {
 	s.waiting = w
 	a := s.active[:0]
 	for _, q := range s.active {
-		if err := q.st.ctx.Err(); err != nil {
+		// A sequence in a step in flight ends once the step is collected.
+		if err := q.st.ctx.Err(); err != nil && !q.inFlight {
 			s.end(q, FinishCancelled, err, false)
 			continue
 		}
@@ -610,45 +633,11 @@ func (s *Scheduler) step() {
 		s.stepSpec()
 		return
 	}
-	s.batch.Reset()
-	budget := s.cfg.StepTokens
-	outs, decoding := 0, 0
-	for _, q := range s.active {
-		q.logits = -1
-		if q.fed == len(q.prompt) {
-			pos := len(q.toks) - 1
-			s.batch.Add(q.toks[pos], int32(pos), q.id, true)
-			q.logits = outs
-			outs++
-			decoding++
-			budget--
-		}
+	if s.pipe != nil {
+		s.stepOverlapped()
+		return
 	}
-	for _, q := range s.active {
-		if q.fed == len(q.prompt) || budget == 0 {
-			continue
-		}
-		n := min(len(q.prompt)-q.fed, budget)
-		for i := q.fed; i < q.fed+n; i++ {
-			last := i == len(q.prompt)-1
-			s.batch.Add(q.prompt[i], int32(i), q.id, last)
-			if last {
-				q.logits = outs
-				outs++
-			}
-		}
-		q.fed += n
-		budget -= n
-		s.promptToks.Add(int64(n))
-	}
-	// What the output rows must hold: the ranks' best candidates where
-	// every sequence's sampler can use them exactly, else full rows.
-	var out Output
-	for _, q := range s.active {
-		if q.logits >= 0 {
-			out = out.Merge(NeedFor(q.st.job.Sampler.Params(), len(q.toks), q.st.job.TopLogprobs >= 0 || q.st.job.Constraint != nil))
-		}
-	}
+	out, decoding := s.buildBatch(s.active)
 	err := s.b.Forward(&s.batch, out, s.logits)
 	now := time.Now()
 	s.steps.Add(1)
@@ -656,32 +645,11 @@ func (s *Scheduler) step() {
 	if int64(decoding) > s.maxStep.Load() {
 		s.maxStep.Store(int64(decoding))
 	}
-	if err != nil && errors.Is(err, ErrUnavailable) {
-		why := err.Error()
-		s.degraded.Store(&why)
-	} else if err == nil && s.degraded.Load() != nil {
-		s.degraded.Store(nil)
-	}
 	if err != nil {
-		// Forward commits nothing of a failed chunk, so these sequences'
-		// caches no longer match their tokens: fail them all.
-		for _, q := range s.active {
-			s.end(q, FinishError, fmt.Errorf("engine: step failed: %w", err), false)
-		}
-		clear(s.active)
-		s.active = s.active[:0]
-		s.busy.Store(0)
-		// A cluster re-forms with empty caches after a failed step, so
-		// the cached prefixes may be gone: forget them rather than count
-		// reuse that cannot happen.
-		for i := range s.lru {
-			s.b.Drop(s.lru[i].id)
-		}
-		clear(s.lru)
-		s.lru = s.lru[:0]
-		s.cachedN.Store(0)
+		s.failAll(err)
 		return
 	}
+	s.stepDone(nil)
 	a := s.active[:0]
 	vocab := s.b.Vocab()
 	for _, q := range s.active {

@@ -127,8 +127,10 @@ type seqState struct {
 	// overwritten.
 	ring []int32
 	top  int
-	// slot is the sequence's recurrent-state slot (-1: none yet).
-	slot int32
+	// slot is the sequence's recurrent-state slot (-1: none yet); snaps
+	// its kept states, by ascending length.
+	slot  int32
+	snaps []snapshot
 }
 
 // Cache is a paged KV cache. See the package documentation.
@@ -154,6 +156,7 @@ type Cache struct {
 	win      *ringPool
 	stateful []bool
 	st       *statePool
+	lens     []int // Snapshots' answer
 }
 
 // ringPool is the windowed layers' storage: blocks never shared, handed
@@ -192,8 +195,8 @@ func New(cfg Config) (*Cache, error) {
 			return nil, fmt.Errorf("kvcache: layer %d has state %d and window %d: a layer keeps rows or state, not both", l, x, cfg.Window[l])
 		}
 	}
-	if ns > 0 && cfg.Slots <= 0 {
-		return nil, fmt.Errorf("kvcache: recurrent layers need Slots (%d) > 0", cfg.Slots)
+	if ns > 0 && cfg.Slots <= 0 || cfg.Slots < 0 || cfg.Slots > math.MaxInt32 {
+		return nil, fmt.Errorf("kvcache: invalid Slots %d: recurrent layers need at least one", cfg.Slots)
 	}
 	w, nw := cfg.window(), cfg.WindowLayers()
 	for l, x := range cfg.Window {
@@ -259,7 +262,7 @@ func New(cfg Config) (*Cache, error) {
 		win:         win,
 		stateful:    make([]bool, cfg.Layers),
 	}
-	if ns > 0 {
+	if cfg.Slots > 0 {
 		c.st = newStatePool(cfg)
 	}
 	var nf, nwin, nst int
@@ -393,7 +396,7 @@ func (c *Cache) newSeq(seq SeqID) *seqState {
 	} else {
 		s = &seqState{}
 	}
-	s.slot = -1
+	s.slot, s.snaps = -1, s.snaps[:0]
 	c.seqs[seq] = s
 	return s
 }
@@ -510,9 +513,14 @@ func (c *Cache) Truncate(seq SeqID, n int) error {
 	if !c.resumable(s, n) {
 		return c.notResumable("truncate", seq, s, n)
 	}
-	if n == 0 {
+	switch {
+	case n == 0:
 		c.ringRelease(s)
 		c.stateRelease(s)
+	case c.st != nil && n != s.n:
+		c.restore(s, n)
+	case c.st != nil:
+		c.forget(s, n+1)
 	}
 	keep := c.blocksFor(n)
 	for _, b := range s.blocks[keep:] {
@@ -589,8 +597,13 @@ func (c *Cache) CopyPrefix(dst, src SeqID, n int) error {
 		if n == 0 {
 			c.stateRelease(ds)
 		} else {
+			from := ss.slot
+			if n != ss.n {
+				from = ss.snapAt(n).slot
+			}
+			c.forget(ds, 0)
 			c.stateTake(ds)
-			c.st.copySlot(ds.slot, ss.slot)
+			c.st.copySlot(ds.slot, from)
 		}
 	}
 	ds.n, ds.top = n, n
@@ -598,8 +611,10 @@ func (c *Cache) CopyPrefix(dst, src SeqID, n int) error {
 }
 
 // ResumePoint is the longest length n' <= n at which seq can continue:
-// n itself, unless its windowed layers have overwritten what the window at
-// n reads, and then 0 (a restart). An unknown sequence resumes at 0.
+// n itself (at most Len(seq)), unless its windowed layers have overwritten
+// what the window at n reads, or its recurrent layers keep no state there;
+// then the longest snapshot below, or 0 (a restart). An unknown sequence
+// resumes at 0.
 func (c *Cache) ResumePoint(seq SeqID, n int) int {
 	s := c.seqs[seq]
 	if s == nil || n <= 0 {
@@ -608,6 +623,11 @@ func (c *Cache) ResumePoint(seq SeqID, n int) int {
 	n = min(n, s.n)
 	if c.resumable(s, n) {
 		return n
+	}
+	for i := len(s.snaps) - 1; i >= 0; i-- {
+		if m := s.snaps[i].n; m < n && c.resumable(s, m) {
+			return m
+		}
 	}
 	return 0
 }
@@ -633,16 +653,16 @@ func (c *Cache) resumable(s *seqState, n int) bool {
 	if n == 0 {
 		return true
 	}
-	if c.st != nil && n != s.n {
-		return false // a recurrent state holds only the last position
+	if c.st != nil && n != s.n && (n > s.n || s.snapAt(n) == nil) {
+		return false // a recurrent state is kept at the length and the snapshots only
 	}
 	return c.win == nil || c.ringLow(s) <= c.ringStart(n)
 }
 
 func (c *Cache) notResumable(op string, seq SeqID, s *seqState, n int) error {
-	if c.st != nil && n != s.n {
-		return fmt.Errorf("%w: %s sequence %d at %d positions: its recurrent layers hold the state after position %d only",
-			ErrNotResumable, op, seq, n, s.n)
+	if c.st != nil && n != s.n && s.snapAt(n) == nil {
+		return fmt.Errorf("%w: %s sequence %d at %d positions: its recurrent layers keep the state at its length %d and at the snapshots %v only",
+			ErrNotResumable, op, seq, n, s.n, c.Snapshots(seq))
 	}
 	return fmt.Errorf("%w: %s sequence %d at %d positions: its windowed layers (window %d) hold positions from %d on, the window at %d starts at %d",
 		ErrNotResumable, op, seq, n, c.win.window, c.ringLow(s), n, c.ringStart(n))
@@ -878,8 +898,9 @@ type Stats struct {
 	BlockBytes int64
 	// The windowed layers' pool, in ring blocks.
 	RingBlocksTotal, RingBlocksUsed int
-	// The recurrent layers' state slots.
-	SlotsTotal, SlotsUsed int
+	// The recurrent layers' state slots, snapshots included, and the
+	// snapshots alone.
+	SlotsTotal, SlotsUsed, Snapshots int
 }
 
 // Stats reports the pool's occupancy. It walks the reference counts, so it
@@ -910,6 +931,7 @@ func (c *Cache) Stats() Stats {
 	}
 	for _, s := range c.seqs {
 		st.Positions += s.n
+		st.Snapshots += len(s.snaps)
 	}
 	return st
 }

@@ -10,7 +10,7 @@ package kvcache
 func (c *Cache) Reset() {
 	for id, s := range c.seqs {
 		s.blocks, s.n = s.blocks[:0], 0
-		s.ring, s.top, s.slot = s.ring[:0], 0, -1
+		s.ring, s.top, s.slot, s.snaps = s.ring[:0], 0, -1, s.snaps[:0]
 		c.spare = append(c.spare, s)
 		delete(c.seqs, id)
 	}

@@ -78,6 +78,9 @@ type Model struct {
 	// denseDSA runs a DSA model's attention over every position while its
 	// indexer still selects (benchmarks compare the two).
 	denseDSA bool
+	// deltaRecurrent runs DeltaNet prompts in the recurrent form, not the
+	// chunked one (benchmarks compare the two).
+	deltaRecurrent bool
 
 	maxBatch int
 	s        scratch
@@ -258,6 +261,14 @@ func (m *Model) alloc() {
 	}
 }
 
+// StateSlotsPerSeq is the recurrent-state slots a model with recurrent
+// layers keeps per sequence of its cache (kvcache.Config.Slots): the
+// running sequence's live state and the snapshot at the end of its prompt,
+// and as much for each of the engine's default four cached prefixes. A
+// speculative step takes one slot per draft from what is free (evicting
+// cached prefixes first), so its drafts stop at what the budget holds.
+const StateSlotsPerSeq = 2 + 4*2
+
 // CacheSize is what a KV cache must hold.
 type CacheSize struct {
 	// Positions is every sequence's positions together: the paged layers'
@@ -306,15 +317,15 @@ func CacheConfig(c *Config, sh *Shard, sz CacheSize) kvcache.Config {
 		seqs = max(1, (sz.Positions+sz.Ctx-1)/sz.Ctx)
 	}
 	if c.SSM != nil {
-		// Recurrent layers: a state slot per sequence, for the running
-		// ones and the engine's default four cached prefixes each.
+		// Recurrent layers: StateSlotsPerSeq state slots per sequence,
+		// on every rank (one without those layers counts them too).
 		cfg.State = make([]int, cfg.Layers)
 		for l := sh.First; l < sh.Last; l++ {
 			if c.IsRecurrent(l) {
 				cfg.State[l-sh.First] = SSMStateSize(c, sh.SSMHi-sh.SSMLo)
 			}
 		}
-		cfg.Slots = 5 * seqs
+		cfg.Slots = StateSlotsPerSeq * seqs
 	}
 	if windowed {
 		cfg.Window = append([]int(nil), c.Window[sh.First:sh.Last]...)

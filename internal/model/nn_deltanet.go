@@ -47,10 +47,12 @@ type ssmScratch struct {
 }
 
 // ssmSeg is a run of consecutive batch tokens [lo, hi) of one sequence,
-// whose state in the running layer is st.
+// whose state in the running layer is st; snap, when set, is the
+// snapshot the sequence keeps at the length after the run's last token
+// (the run ends there), to receive the state.
 type ssmSeg struct {
-	lo, hi int
-	st     []float32
+	lo, hi   int
+	st, snap []float32
 }
 
 // deltaChunkLen is the chunked form's block of positions, and
@@ -139,21 +141,37 @@ func (d *DeltaNet) mix(m *Model, cache *kvcache.Cache, b *Batch, l int, h, out [
 	m.pool.MatMulShared(h, n, kernels.MatOut{Dst: ss.qk[:n*qk], W: &d.qk}, kernels.MatOut{Dst: ss.v[:n*vc], W: &d.v},
 		kernels.MatOut{Dst: ss.z[:n*vc], W: &d.z}, kernels.MatOut{Dst: ss.beta[:n*nv], W: &d.beta},
 		kernels.MatOut{Dst: ss.alpha[:n*nv], W: &d.alpha})
-	// The batch as runs of one sequence's consecutive tokens: the conv
-	// and the recurrence take each run in order from the state it leaves.
+	// The batch as runs of one sequence's consecutive tokens, cut after
+	// each token whose state the sequence keeps (a snapshot): the conv and
+	// the recurrence take each run in order from the state it leaves.
 	ss.segs = ss.segs[:0]
 	for i := 0; i < n; {
+		seq := b.Seq[i]
 		j := i + 1
-		for j < n && b.Seq[j] == b.Seq[i] {
+		for j < n && b.Seq[j] == seq {
 			j++
 		}
-		ss.segs = append(ss.segs, ssmSeg{lo: i, hi: j, st: cache.State(cl, b.Seq[i])})
+		st := cache.State(cl, seq)
+		lo := i
+		for _, sn := range cache.Snapshots(seq) {
+			if at := i + sn - 1 - int(b.Pos[i]); at >= lo && at < j {
+				ss.segs = append(ss.segs, ssmSeg{lo: lo, hi: at + 1, st: st, snap: cache.SnapshotState(cl, seq, sn)})
+				lo = at + 1
+			}
+		}
+		if lo < j {
+			ss.segs = append(ss.segs, ssmSeg{lo: lo, hi: j, st: st})
+		}
 		i = j
 	}
+	conv := (K - 1) * (qk + vc)
 	for _, sg := range ss.segs {
 		for i := sg.lo; i < sg.hi; i++ {
 			convStep(ss.qk[i*qk:(i+1)*qk], sg.st[:(K-1)*qk], d.convQK, K)
-			convStep(ss.v[i*vc:(i+1)*vc], sg.st[(K-1)*qk:(K-1)*(qk+vc)], d.convV, K)
+			convStep(ss.v[i*vc:(i+1)*vc], sg.st[(K-1)*qk:conv], d.convV, K)
+		}
+		if sg.snap != nil {
+			copy(sg.snap[:conv], sg.st[:conv])
 		}
 	}
 	for i := 0; i < n; i++ {
@@ -170,6 +188,9 @@ func (d *DeltaNet) mix(m *Model, cache *kvcache.Cache, b *Batch, l int, h, out [
 		}
 	}
 	ss.exact = m.pool.ExactColumns()
+	if m.deltaRecurrent {
+		ss.exact = n // benchmarks: the recurrent form for every run
+	}
 	m.cur.cache, m.cur.batch, m.cur.layer, m.cur.ssm = cache, b, cl, d
 	m.pool.For(nv, m.ssmFn)
 	for i := 0; i < n; i++ {
@@ -202,6 +223,7 @@ func (m *Model) deltaHeads(lo, hi int) {
 		kh := (d.lo + j) % a.KHeads
 		for _, sg := range ss.segs {
 			hs := sg.st[(K-1)*(qk+vc)+j*S*S : (K-1)*(qk+vc)+(j+1)*S*S]
+			// Runs cut by snapshots are judged by their own length.
 			chunked := sg.hi-sg.lo >= deltaChunkMin && sg.hi-sg.lo > ss.exact
 			for i0 := sg.lo; i0 < sg.hi; i0 += deltaChunkLen {
 				L := min(deltaChunkLen, sg.hi-i0)
@@ -216,6 +238,9 @@ func (m *Model) deltaHeads(lo, hi int) {
 				} else {
 					deltaRecurrent(hs, &in)
 				}
+			}
+			if sg.snap != nil {
+				copy(sg.snap[(K-1)*(qk+vc)+j*S*S:(K-1)*(qk+vc)+(j+1)*S*S], hs)
 			}
 		}
 	}

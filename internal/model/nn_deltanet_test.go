@@ -1,13 +1,17 @@
 package model
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"braid/internal/gguf"
 	"braid/internal/kernels"
+	"braid/internal/kvcache"
 	"braid/internal/modelgen"
 	"braid/internal/quant"
 	"braid/internal/sharedtest"
@@ -331,5 +335,141 @@ func TestDeltaNetStepAllocs(t *testing.T) {
 		if a := testing.AllocsPerRun(20, s); a != 0 {
 			t.Errorf("a step of %d tokens allocates %.2f times", n, a)
 		}
+	}
+}
+
+// BenchmarkDeltaPrefill times a 512-token prompt (one step) of the model
+// at $BRAID_BENCH_QWEN35 (a qwen35 GGUF, e.g. braid genmodel --preset
+// qwen3.6-27b-small) with the DeltaNet layers in each form, at 1 and 2
+// threads; -count=N repeats the whole set, so the forms interleave.
+// tok/s is the prompt's tokens over the step.
+func BenchmarkDeltaPrefill(b *testing.B) {
+	path := os.Getenv("BRAID_BENCH_QWEN35")
+	if path == "" {
+		b.Skip("set BRAID_BENCH_QWEN35 to a qwen35 GGUF")
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	const n = 512
+	for _, threads := range []int{1, 2} {
+		pool := kernels.NewPool(threads)
+		m, err := New(f, pool, Options{MaxBatch: n})
+		if err != nil {
+			b.Fatal(err)
+		}
+		cache, err := m.NewCache(CacheSize{Positions: n})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var bt Batch
+		for i := range n {
+			bt.Add(int32(i*7919%(m.Cfg.Vocab-3)+3), int32(i), 0, i == n-1)
+		}
+		logits := make([]float32, m.Cfg.Vocab)
+		for _, form := range []string{"recurrent", "chunked"} {
+			b.Run(fmt.Sprintf("t%d/%s", threads, form), func(b *testing.B) {
+				m.deltaRecurrent = form == "recurrent"
+				for b.Loop() {
+					if err := cache.Truncate(0, 0); err != nil {
+						b.Fatal(err)
+					}
+					if err := m.Forward(cache, &bt, logits); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "tok/s")
+			})
+		}
+		pool.Close()
+	}
+}
+
+// TestDeltaNetSnapshots: a 100-token prompt run in one batch keeps the
+// states its sequence asked for at lengths 30, 64 and 99 (the chunked
+// runs cut there); a sequence resumed from each (CopyPrefix, or Truncate
+// back to one) and fed the rest of the prompt gives the logits of the run
+// that never stopped, on every shared qwen35 float model.
+func TestDeltaNetSnapshots(t *testing.T) {
+	paths, _ := filepath.Glob(filepath.Join(sharedModels, "qwen35*", "*-F32.gguf"))
+	if len(paths) == 0 {
+		sharedtest.Missing(t, "no qwen35 float models under %s", sharedModels)
+	}
+	pool := kernels.NewPool(2)
+	defer pool.Close()
+	for _, path := range paths {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			f, err := gguf.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			m, err := New(f, pool, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			const n = 100
+			rng := rand.New(rand.NewPCG(9, 9))
+			toks := make([]int32, n)
+			for i := range toks {
+				toks[i] = int32(rng.IntN(m.Cfg.Vocab))
+			}
+			V := m.Cfg.Vocab
+			cache, err := m.NewCache(CacheSize{Positions: 1024, Ctx: 256, F32: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			run := func(seq kvcache.SeqID, from int) []float32 {
+				t.Helper()
+				var b Batch
+				for i := from; i < n; i++ {
+					b.Add(toks[i], int32(i), seq, true)
+				}
+				out := make([]float32, (n-from)*V)
+				if err := m.Forward(cache, &b, out); err != nil {
+					t.Fatal(err)
+				}
+				return out
+			}
+			if err := cache.Reserve(0, 0); err != nil {
+				t.Fatal(err)
+			}
+			keep := []int{30, 64, 99}
+			for _, k := range keep {
+				if err := cache.Snapshot(0, k); err != nil {
+					t.Fatal(err)
+				}
+			}
+			all := run(0, 0)
+			check := func(what string, got []float32, from int) {
+				t.Helper()
+				for p := from; p < n; p++ {
+					if msg := rowMismatch(got[(p-from)*V:(p-from+1)*V], all[p*V:(p+1)*V], 1e-4); msg != "" {
+						t.Errorf("%s, position %d: %s", what, p, msg)
+						return
+					}
+				}
+			}
+			for i, k := range keep {
+				seq := kvcache.SeqID(10 + i)
+				if got := cache.ResumePoint(0, k); got != k {
+					t.Fatalf("ResumePoint(%d) = %d", k, got)
+				}
+				if err := cache.CopyPrefix(seq, 0, k); err != nil {
+					t.Fatal(err)
+				}
+				check(fmt.Sprintf("resumed at %d", k), run(seq, k), k)
+				cache.Drop(seq)
+			}
+			if err := cache.Truncate(0, 64); err != nil {
+				t.Fatal(err)
+			}
+			if got := cache.Snapshots(0); !slices.Equal(got, []int{30}) {
+				t.Errorf("after truncating to 64: snapshots %v, want [30]", got)
+			}
+			check("truncated to 64", run(0, 64), 64)
+		})
 	}
 }
