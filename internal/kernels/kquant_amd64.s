@@ -212,44 +212,30 @@ GLOBL kqQ4KPerm2<>(SB), RODATA|NOPTR, $256
 	KQ_PREFETCH3 \
 	PREFETCHT0 2240(SI)
 
-// IQ4_NL codebook + 128 (unsigned, for VPDPBUSD), and the VPERMPS indices
-// spreading sub-block scales 2p, 2p+1 over the two halves of a zmm.
+// IQ4_NL codebook + 128 (unsigned, for VPDPBUSD).
 DATA kqIQ4TabU<>+0(SB)/8, $0x766a5d4f3f2d1801
 DATA kqIQ4TabU<>+8(SB)/8, $0xf1d9c5b5a6998d81
 GLOBL kqIQ4TabU<>(SB), RODATA|NOPTR, $16
-DATA kqIQ4Perm<>+0(SB)/8, $0x0000000000000000
-DATA kqIQ4Perm<>+8(SB)/8, $0x0000000000000000
-DATA kqIQ4Perm<>+16(SB)/8, $0x0000000000000000
-DATA kqIQ4Perm<>+24(SB)/8, $0x0000000000000000
-DATA kqIQ4Perm<>+32(SB)/8, $0x0000000100000001
-DATA kqIQ4Perm<>+40(SB)/8, $0x0000000100000001
-DATA kqIQ4Perm<>+48(SB)/8, $0x0000000100000001
-DATA kqIQ4Perm<>+56(SB)/8, $0x0000000100000001
-DATA kqIQ4Perm<>+64(SB)/8, $0x0000000200000002
-DATA kqIQ4Perm<>+72(SB)/8, $0x0000000200000002
-DATA kqIQ4Perm<>+80(SB)/8, $0x0000000200000002
-DATA kqIQ4Perm<>+88(SB)/8, $0x0000000200000002
-DATA kqIQ4Perm<>+96(SB)/8, $0x0000000300000003
-DATA kqIQ4Perm<>+104(SB)/8, $0x0000000300000003
-DATA kqIQ4Perm<>+112(SB)/8, $0x0000000300000003
-DATA kqIQ4Perm<>+120(SB)/8, $0x0000000300000003
-DATA kqIQ4Perm<>+128(SB)/8, $0x0000000400000004
-DATA kqIQ4Perm<>+136(SB)/8, $0x0000000400000004
-DATA kqIQ4Perm<>+144(SB)/8, $0x0000000400000004
-DATA kqIQ4Perm<>+152(SB)/8, $0x0000000400000004
-DATA kqIQ4Perm<>+160(SB)/8, $0x0000000500000005
-DATA kqIQ4Perm<>+168(SB)/8, $0x0000000500000005
-DATA kqIQ4Perm<>+176(SB)/8, $0x0000000500000005
-DATA kqIQ4Perm<>+184(SB)/8, $0x0000000500000005
-DATA kqIQ4Perm<>+192(SB)/8, $0x0000000600000006
-DATA kqIQ4Perm<>+200(SB)/8, $0x0000000600000006
-DATA kqIQ4Perm<>+208(SB)/8, $0x0000000600000006
-DATA kqIQ4Perm<>+216(SB)/8, $0x0000000600000006
-DATA kqIQ4Perm<>+224(SB)/8, $0x0000000700000007
-DATA kqIQ4Perm<>+232(SB)/8, $0x0000000700000007
-DATA kqIQ4Perm<>+240(SB)/8, $0x0000000700000007
-DATA kqIQ4Perm<>+248(SB)/8, $0x0000000700000007
-GLOBL kqIQ4Perm<>(SB), RODATA|NOPTR, $256
+
+// VPERMPS indices spreading the sub-block scales 4h..4h+3 over four lanes
+// each, for the two halves of an IQ4_XS block.
+DATA kqIQ4Perm4<>+0(SB)/8, $0x0000000000000000
+DATA kqIQ4Perm4<>+8(SB)/8, $0x0000000000000000
+DATA kqIQ4Perm4<>+16(SB)/8, $0x0000000100000001
+DATA kqIQ4Perm4<>+24(SB)/8, $0x0000000100000001
+DATA kqIQ4Perm4<>+32(SB)/8, $0x0000000200000002
+DATA kqIQ4Perm4<>+40(SB)/8, $0x0000000200000002
+DATA kqIQ4Perm4<>+48(SB)/8, $0x0000000300000003
+DATA kqIQ4Perm4<>+56(SB)/8, $0x0000000300000003
+DATA kqIQ4Perm4<>+64(SB)/8, $0x0000000400000004
+DATA kqIQ4Perm4<>+72(SB)/8, $0x0000000400000004
+DATA kqIQ4Perm4<>+80(SB)/8, $0x0000000500000005
+DATA kqIQ4Perm4<>+88(SB)/8, $0x0000000500000005
+DATA kqIQ4Perm4<>+96(SB)/8, $0x0000000600000006
+DATA kqIQ4Perm4<>+104(SB)/8, $0x0000000600000006
+DATA kqIQ4Perm4<>+112(SB)/8, $0x0000000700000007
+DATA kqIQ4Perm4<>+120(SB)/8, $0x0000000700000007
+GLOBL kqIQ4Perm4<>(SB), RODATA|NOPTR, $128
 
 DATA kqB03<>+0(SB)/8, $0x0303030303030303
 DATA kqB03<>+8(SB)/8, $0x0303030303030303
@@ -564,18 +550,26 @@ q6k512loop:
 	MOVSS X0, ret+24(FP)
 	RET
 
-// One pair of IQ4_XS sub-blocks (32 code bytes at qo(SI)): the bytes go to
-// [A, A, B, B] lanes, the odd lanes shifted down a nibble, so codes line up
-// with the 64 activations at xo(DI); looked up as value+128, multiplied
-// exactly by VPDPBUSD, and scaled in float by the scales in Y0 (perm).
-#define KQ_IQ4_PAIR512(qo, xo, perm) \
-	VBROADCASTI64X4 qo(SI), Z3 \
-	VSHUFI64X2 $0xd8, Z3, Z3, Z3 \
-	VPSRLW $4, Z3, K1, Z3 \
+// One half of an IQ4_XS block, sub-blocks 4h..4h+3: their 64 code bytes at
+// qo(SI) give the values 0-15 of each sub-block (low nibbles, Z2) and 16-31
+// (high nibbles, Z3), 16 bytes per sub-block, so that both line up with the
+// same four 4-lane groups; the activations at xo(DI) are brought to that
+// order with two 128-bit lane shuffles (values 0-15 of the four sub-blocks,
+// then 16-31). Looked up as value+128, multiplied exactly by VPDPBUSD into
+// one accumulator, and scaled once per half by the scales in Y0 (perm).
+#define KQ_IQ4_HALF512(qo, xo, perm) \
+	VMOVDQU64 qo(SI), Z1 \
+	VPANDQ Z31, Z1, Z2 \
+	VPSRLW $4, Z1, Z3 \
 	VPANDQ Z31, Z3, Z3 \
+	VPSHUFB Z2, Z23, Z2 \
 	VPSHUFB Z3, Z23, Z3 \
+	VMOVDQU64 xo(DI), Z5 \
+	VSHUFI64X2 $0xdd, xo+64(DI), Z5, Z6 \
+	VSHUFI64X2 $0x88, xo+64(DI), Z5, Z5 \
 	VPXORD Z4, Z4, Z4 \
-	VPDPBUSD xo(DI), Z3, Z4 \
+	VPDPBUSD Z5, Z2, Z4 \
+	VPDPBUSD Z6, Z3, Z4 \
 	VCVTDQ2PS Z4, Z4 \
 	VPERMPS Z0, perm, Z5 \
 	VFMADD231PS Z5, Z4, Z29
@@ -595,12 +589,8 @@ TEXT ·kqIQ4XSAVX512VNNI(SB), NOSPLIT, $0-28
 	MOVL $0x0f, AX
 	VPBROADCASTB AX, Z31
 	VBROADCASTI32X4 kqIQ4TabU<>(SB), Z23
-	MOVL $0xff00ff00, AX
-	KMOVD AX, K1
-	VMOVDQU64 kqIQ4Perm<>+0(SB), Z24
-	VMOVDQU64 kqIQ4Perm<>+64(SB), Z25
-	VMOVDQU64 kqIQ4Perm<>+128(SB), Z26
-	VMOVDQU64 kqIQ4Perm<>+192(SB), Z27
+	VMOVDQU64 kqIQ4Perm4<>+0(SB), Z24
+	VMOVDQU64 kqIQ4Perm4<>+64(SB), Z25
 	MOVL $32, AX
 	VPBROADCASTD AX, Y28
 	MOVL $0x00010001, AX
@@ -633,10 +623,8 @@ iq4xs512loop:
 	VCVTDQ2PS Y2, Y2
 	VFNMADD231PS Y0, Y2, Y30
 
-	KQ_IQ4_PAIR512(8, 4, Z24)
-	KQ_IQ4_PAIR512(40, 68, Z25)
-	KQ_IQ4_PAIR512(72, 132, Z26)
-	KQ_IQ4_PAIR512(104, 196, Z27)
+	KQ_IQ4_HALF512(8, 4, Z24)
+	KQ_IQ4_HALF512(72, 132, Z25)
 
 	ADDQ $136, SI
 	ADDQ $292, DI
