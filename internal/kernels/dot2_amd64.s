@@ -397,6 +397,159 @@ mxdone:
 	MOVSS X0, ret+56(FP)
 	RET
 
+// One pair of blocks of vdMXFP4VBMI: the code bytes of blocks 2k, 2k+1
+// gathered from registers ta:tb by index idx into lanes [a, a, b, b], the
+// odd lanes shifted down a nibble, so byte j's low nibble is value j of the
+// pair; the sign (code bit 3) moves onto the activations at xo(DI) and
+// xo+34(DI), |value| comes from mx8Abs, and the exact VPDPBUSD sums times
+// the block scales (Y7 through perm) go into acc.
+#define MX8_PAIR(idx, ta, tb, xo, perm, acc) \
+	VMOVDQU64    idx, Z1             \
+	VPERMI2B     tb, ta, Z1          \
+	VPSRLVQ      Z11, Z1, Z1         \
+	VPTESTMB     Z14, Z1, K1         \
+	VPERMB       Z15, Z1, Z1         \
+	VMOVDQU8     xo(DI), Y2          \
+	VINSERTI64X4 $1, xo+34(DI), Z2, Z2 \
+	VPSUBB       Z2, Z10, K1, Z2     \
+	VPXORD       Z3, Z3, Z3          \
+	VPDPBUSD     Z2, Z1, Z3          \
+	VCVTDQ2PS    Z3, Z3              \
+	VPERMPS      Z7, perm, Z4        \
+	VFMADD231PS  Z4, Z3, acc
+
+// func vdMXFP4VBMI(n int, w, x []byte) float32
+// MXFP4 by Q8_0 as vdMXFP4VNNI, eight blocks per step: the weights come in
+// three loads (the last masked to the 8 bytes that belong to the row) and
+// are cut into pairs by VPERMI2B (VBMI), the eight exponents become
+// 2^(e-128) by VSCALEFPS (exact, subnormals included, as mxfp4Scale), the
+// eight activation scales come in one gather, and |value| is a VPERMB
+// lookup that needs no masking. Per 256 values that is about half the
+// instructions of two blocks per step, where the per-block scale
+// broadcasts dominated. Fewer than eight blocks left go the VNNI way.
+TEXT ·vdMXFP4VBMI(SB), NOSPLIT, $0-60
+	PROLOGUE
+	VBROADCASTI32X4 ·mxfp4Tab(SB), Z12
+	LEAQ            ·mxfp4Scale(SB), R9
+	MOVL            $0x08080808, AX
+	VPBROADCASTD    AX, Z14
+	VMOVDQU64       ·mx8Abs(SB), Z15
+	VMOVDQU64       ·mx8Pair+0(SB), Z16
+	VMOVDQU64       ·mx8Pair+64(SB), Z17
+	VMOVDQU64       ·mx8Pair+128(SB), Z18
+	VMOVDQU64       ·mx8Pair+192(SB), Z19
+	VMOVDQU64       ·mx8Perm+0(SB), Z20
+	VMOVDQU64       ·mx8Perm+64(SB), Z21
+	VMOVDQU64       ·mx8Perm+128(SB), Z22
+	VMOVDQU64       ·mx8Perm+192(SB), Z23
+	VMOVDQU64       ·mx8Exp(SB), Z24
+	VMOVDQU32       ·mx8XOff(SB), Y25
+	MOVL            $128, AX
+	VPBROADCASTD    AX, Y26
+	MOVL            $0x3f800000, AX
+	VPBROADCASTD    AX, Y27
+	MOVL            $0x11111111, AX
+	KMOVQ           AX, K3
+	MOVL            $0xff, AX
+	KMOVQ           AX, K4
+	VPXORD          Z13, Z13, Z13
+
+mx8loop:
+	CMPQ           CX, $8
+	JLT            mx8rest
+	VMOVDQU64      (SI), Z28
+	VMOVDQU64      64(SI), Z29
+	VMOVDQU8.Z     128(SI), K4, Z30
+	// block scales: 2^(e-128) * d(x), blocks 0-7 in Y7
+	VMOVDQU64      Z24, Z31
+	VPERMI2B.Z     Z29, Z28, K3, Z31
+	VPSUBD         Y26, Y31, Y31
+	VCVTDQ2PS      Y31, Y31
+	VSCALEFPS      Y31, Y27, Y31
+	// the eight f16 activation scales, 34 bytes apart, packed by the
+	// integer units (a gather takes ~15 cycles here)
+	MOVWQZX        (DI), AX
+	MOVWQZX        34(DI), BX
+	SHLQ           $16, BX
+	ORQ            BX, AX
+	MOVWQZX        68(DI), BX
+	SHLQ           $32, BX
+	ORQ            BX, AX
+	MOVWQZX        102(DI), BX
+	SHLQ           $48, BX
+	ORQ            BX, AX
+	MOVWQZX        136(DI), DX
+	MOVWQZX        170(DI), BX
+	SHLQ           $16, BX
+	ORQ            BX, DX
+	MOVWQZX        204(DI), BX
+	SHLQ           $32, BX
+	ORQ            BX, DX
+	MOVWQZX        238(DI), BX
+	SHLQ           $48, BX
+	ORQ            BX, DX
+	VMOVQ          AX, X7
+	VPINSRQ        $1, DX, X7, X7
+	VCVTPH2PS      X7, Y7
+	VMULPS         Y31, Y7, Y7
+	MX8_PAIR(Z16, Z28, Z29, 2, Z20, Z0)
+	MX8_PAIR(Z17, Z28, Z29, 70, Z21, Z13)
+	MX8_PAIR(Z18, Z29, Z30, 138, Z22, Z0)
+	MX8_PAIR(Z19, Z29, Z30, 206, Z23, Z13)
+	ADDQ           $136, SI
+	ADDQ           $272, DI
+	SUBQ           $8, CX
+	JMP            mx8loop
+
+mx8rest:
+	VADDPS          Z13, Z0, Z0
+	VPXORD          Z13, Z13, Z13
+
+mx8pairs:
+	CMPQ            CX, $2
+	JLT             mx8tail
+	NIB2(1, 18)
+	VPSHUFB         Z1, Z12, Z1
+	XQ2(2, 36)
+	SIGN2
+	IDOT2
+	MOVBLZX         (SI), AX
+	MOVBLZX         17(SI), BX
+	VBROADCASTSS    (R9)(AX*4), Y4
+	VBROADCASTSS    (R9)(BX*4), Y5
+	VINSERTF64X4    $1, Y5, Z4, Z4
+	VPBROADCASTW    (DI), X6
+	VPBROADCASTW    34(DI), X7
+	VINSERTI128     $1, X7, Y6, Y6
+	VCVTPH2PS       Y6, Z6
+	VMULPS          Z6, Z4, Z4
+	ACC2
+	ADDQ            $34, SI
+	ADDQ            $68, DI
+	SUBQ            $2, CX
+	JMP             mx8pairs
+
+mx8tail:
+	REDUCE_Z0
+	TESTQ        CX, CX
+	JZ           mx8done
+	NIB1(1)
+	VPSHUFB      Y1, Y12, Y1
+	XQ1(2)
+	SIGN1
+	IDOT1
+	MOVBLZX      (SI), AX
+	VBROADCASTSS (R9)(AX*4), Y4
+	VPBROADCASTW (DI), X6
+	VCVTPH2PS    X6, Y6
+	VMULPS       Y6, Y4, Y4
+	ACC1
+
+mx8done:
+	HSUM_Y0
+	MOVSS X0, ret+56(FP)
+	RET
+
 // Masked tail of n%m values: K1 = (1<<CX)-1.
 #define TAILMASK \
 	MOVL  $1, AX   \

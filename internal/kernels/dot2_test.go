@@ -150,6 +150,9 @@ func TestSelectionMore(t *testing.T) {
 	case a.HasASIMDDP:
 		set("neon-dotprod")
 	}
+	if want[quant.MXFP4] == "avx512vnni" && x.HasAVX512VBMI {
+		want[quant.MXFP4] = "avx512vbmi"
+	}
 	switch {
 	case x.HasAVX512F && x.HasAVX512BW && x.HasAVX512BF16:
 		want[quant.BF16] = "avx512bf16"
