@@ -12,6 +12,10 @@ go test -count=1 ./...
 # is no dependency of braid (it skips without a Chromium on PATH unless
 # BRAID_REQUIRE_BROWSER=1, which .ci/run sets).
 (cd tests/browser && go vet ./... && go test -count=1 ./...)
+# The deployment files (deploy/): a module of its own, so that the
+# Kubernetes API types are no dependency of braid. Without systemd-analyze
+# the units' verify skips, unless BRAID_REQUIRE_SYSTEMD=1 (.ci/run sets it).
+(cd deploy/validate && go vet ./... && go test -count=1 ./...)
 
 # The race detector needs cgo, so a C compiler (apt-get install gcc).
 # -short: this run looks for interleavings, which the short cases reach as
