@@ -32,8 +32,9 @@ bpid=$!
 	-t "$THREADS" --alias m > "$out/llama.log" 2>&1 &
 lpid=$!
 trap 'kill $bpid $lpid 2>/dev/null; wait 2>/dev/null' EXIT
-for port in $bp $lp; do
-	for i in $(seq 1 120); do curl -sf http://127.0.0.1:$port/health >/dev/null && break; sleep 1; done
+# Ready: braid's /ready, llama-server's /health (both 200 once loaded).
+for probe in $bp/ready $lp/health; do
+	for i in $(seq 1 120); do curl -sf http://127.0.0.1:$probe >/dev/null && break; sleep 1; done
 done
 run() { # server port, concurrency, requests, round
 	bin/braid bench serve --url http://127.0.0.1:$2 --model m --num-prompts "$4" --input-len "$IN" --output-len "$OUT" \

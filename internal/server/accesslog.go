@@ -49,7 +49,7 @@ func (e AccessEntry) JSON() string {
 
 // quietPaths are polled (by Prometheus, load balancers, the web page): a
 // successful GET of one is not logged.
-var quietPaths = map[string]bool{"/health": true, "/metrics": true, "/cluster": true, "/slots": true, "/props": true}
+var quietPaths = map[string]bool{"/health": true, "/ready": true, "/metrics": true, "/cluster": true, "/slots": true, "/props": true}
 
 type tokenNote struct {
 	mu               sync.Mutex

@@ -588,10 +588,12 @@ func (s *Server) stream(ctx context.Context, cancel context.CancelFunc, w http.R
 	}
 }
 
-// Serve answers on ln until ctx ends, then shuts down gracefully: it stops
-// accepting, lets running requests finish for up to grace, then cancels the
-// rest (their sequences leave the scheduler at its next step) and waits for
-// their handlers to return.
+// Serve answers on ln until ctx ends, then drains: /ready turns 503 at
+// once and new requests are refused with 503 (the listener stays open, so
+// that clients a balancer still sends here get a reason, not a refused
+// connection), running requests have up to grace to finish, then the rest
+// are cancelled (their sequences leave the scheduler at its next step),
+// the listener closes and Serve waits for their handlers to return.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
 	base, cancelBase := context.WithCancel(context.Background())
 	defer cancelBase()
@@ -608,9 +610,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration
 	case <-ctx.Done():
 	}
 	s.draining.Store(true)
-	s.SetUnavailable("shutting down")
-	s.cfg.Logf("shutting down: waiting up to %v for running requests", grace)
-	sctx, stop := context.WithTimeout(context.Background(), grace)
+	s.SetUnavailable("draining: shutting down")
+	deadline := time.Now().Add(grace)
+	s.cfg.Logf("draining: /ready and new requests answer 503; waiting up to %v for %d running requests", grace, s.busy.Load())
+	tick := time.NewTicker(20 * time.Millisecond)
+	for s.busy.Load() > 0 && time.Now().Before(deadline) {
+		<-tick.C
+	}
+	tick.Stop()
+	sctx, stop := context.WithDeadline(context.Background(), deadline)
 	defer stop()
 	if err := hs.Shutdown(sctx); err != nil {
 		s.cfg.Logf("grace period over; cancelling the requests still running")

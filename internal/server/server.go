@@ -93,6 +93,9 @@ type Server struct {
 
 	inflight sync.WaitGroup
 	draining atomic.Bool
+	// busy counts the requests running, probes and metrics aside: a drain
+	// waits for them.
+	busy atomic.Int64
 
 	extra extraState // the Responses store (responses.go)
 }
@@ -108,7 +111,10 @@ func New(cfg Config) *Server {
 	return &Server{cfg: cfg, metrics: newMetrics(), created: time.Now().Unix(), notReady: "loading model"}
 }
 
-// SetReady starts serving requests on b.
+// SetReady starts serving requests on b. Call it once the model is loaded
+// on every rank and a step has run (braid serve runs a warm-up step): from
+// then on /ready answers 200 unless the backend is degraded or the server
+// drains.
 func (s *Server) SetReady(b *Backend) {
 	if b.Template == nil {
 		b.Template = chat.ChatML()
@@ -164,6 +170,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/v1/completions", s.auth(s.handleCompletionBatch))
 	mux.HandleFunc("/v1/models", s.auth(s.handleModels))
 	mux.HandleFunc("/health", s.handleHealth)
+	mux.HandleFunc("/ready", s.handleReady)
 	mux.HandleFunc("/metrics", s.handleMetrics)
 	s.routeExtra(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -173,6 +180,10 @@ func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.inflight.Add(1)
 		defer s.inflight.Done()
+		if !quietPaths[r.URL.Path] {
+			s.busy.Add(1)
+			defer s.busy.Add(-1)
+		}
 		rec := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		s.serveLogged(mux, rec, r)
 		s.metrics.request(endpointLabel(r.URL.Path), rec.status)
@@ -183,7 +194,7 @@ func (s *Server) Handler() http.Handler {
 // try.
 func endpointLabel(p string) string {
 	switch p {
-	case "/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics":
+	case "/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/ready", "/metrics":
 		return p
 	}
 	if extraEndpoints[p] {
@@ -257,20 +268,53 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	writeJSON(w, e.Status, e.body())
 }
 
-func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+// health is what /health and /ready report: the status (loading, ok or
+// degraded), whether requests should be sent here, and why not.
+type health struct {
+	Status string `json:"status"`
+	Ready  bool   `json:"ready"`
+	Reason string `json:"reason,omitempty"`
+}
+
+func (s *Server) health() health {
 	b, why := s.state()
-	// Degraded is reported but does not turn requests away: the next
-	// request's step is what re-forms a cluster whose rank came back.
-	if why == "" && b != nil {
-		if d := b.Sched.Degraded(); d != "" {
-			why = "degraded: " + d
-		}
+	if b == nil {
+		return health{Status: "loading", Reason: why}
+	}
+	// Degraded does not turn requests away (a step re-forms a cluster
+	// whose rank is back, as the scheduler's Heal does between requests),
+	// but a balancer should send them elsewhere meanwhile.
+	if d := b.Sched.Degraded(); d != "" {
+		return health{Status: "degraded", Reason: d}
+	}
+	if s.draining.Load() {
+		return health{Status: "ok", Reason: "draining: shutting down"}
 	}
 	if why != "" {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": why})
+		return health{Status: "ok", Reason: why}
+	}
+	return health{Status: "ok", Ready: true}
+}
+
+// handleHealth is liveness: 200 whenever the process serves HTTP, loading
+// a model included (a probe must not kill a server that takes minutes to
+// load one), with the status in the body.
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, s.health())
+}
+
+// handleReady is readiness: 200 only when the model is loaded on every
+// rank, a step has run and no rank is down, 503 with the reason otherwise
+// (loading, a rank down or re-forming, draining).
+func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	h := s.health()
+	if !h.Ready {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": h.Reason})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {

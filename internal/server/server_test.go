@@ -545,21 +545,91 @@ func TestQueueFull(t *testing.T) {
 	}
 }
 
-// TestHealthLoading: before the model is ready, health and requests say why.
+// TestHealthLoading: before the model is ready, liveness says the server
+// lives and loads (200: a probe must not kill a server loading a large
+// model), readiness and requests say why not (503).
 func TestHealthLoading(t *testing.T) {
 	srv := New(Config{Model: "m"})
 	h := srv.Handler()
-	for _, path := range []string{"/health", "/v1/chat/completions"} {
+	for _, c := range []struct {
+		method, path string
+		status       int
+		want         string
+	}{
+		{"GET", "/health", 200, `{"status":"loading","ready":false,"reason":"loading model"}`},
+		{"GET", "/ready", 503, `"reason":"loading model"`},
+		{"POST", "/v1/chat/completions", 503, "loading model"},
+	} {
 		body := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
-		req, _ := http.NewRequest("POST", path, strings.NewReader(body))
-		if path == "/health" {
-			req.Method = "GET"
-		}
+		req, _ := http.NewRequest(c.method, c.path, strings.NewReader(body))
 		rec := &recorder{header: http.Header{}}
 		h.ServeHTTP(rec, req)
-		if rec.status != 503 || !strings.Contains(rec.body.String(), "loading model") {
-			t.Errorf("%s while loading: %d %s", path, rec.status, rec.body.String())
+		if rec.status != c.status || !strings.Contains(rec.body.String(), c.want) {
+			t.Errorf("%s while loading: %d %s, want %d and %s", c.path, rec.status, rec.body.String(), c.status, c.want)
 		}
+	}
+}
+
+// TestDrain: on shutdown /ready turns 503 (draining) while /health stays
+// 200, a new request is refused with 503 and a reason (the listener is
+// still open), the running stream goes on, and Serve returns as soon as it
+// ends, before the grace period.
+func TestDrain(t *testing.T) {
+	ts := startServer(t, opts{parallel: 2, ctx: 4096, grace: time.Hour})
+	get := func(path string) (int, string) {
+		resp, err := http.Get(ts.url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("/ready"); code != 200 || !strings.Contains(body, `"ready"`) {
+		t.Fatalf("/ready before the drain: %d %s", code, body)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	long := ts.stream(t, ctx, "/v1/completions", `{"model":"stories","prompt":"Once","max_tokens":4000,"stream":true,"temperature":1,"ignore_eos":true}`)
+	defer long.Body.Close()
+	readStream(t, long.Body, func(fullResponse) bool { return false })
+	ts.stop()
+	for {
+		code, body := get("/ready")
+		if code == 503 {
+			if !strings.Contains(body, "draining") {
+				t.Errorf("/ready while draining: %s, want the reason", body)
+			}
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if code, body := get("/health"); code != 200 || !strings.Contains(body, `"status":"ok","ready":false,"reason":"draining`) {
+		t.Errorf("/health while draining: %d %s", code, body)
+	}
+	code, data := ts.post(t, "/v1/completions", testKey, []byte(`{"model":"stories","prompt":"hi","max_tokens":2}`))
+	if code != 503 || !strings.Contains(string(data), "draining") {
+		t.Errorf("a new request while draining: %d %s", code, data)
+	}
+	select {
+	case err := <-ts.done:
+		ts.done <- err
+		t.Fatalf("Serve returned with a stream running, an hour before the grace ends: %v", err)
+	default:
+	}
+	// The stream still runs: another chunk comes.
+	if r := readStream(t, long.Body, func(fullResponse) bool { return false }); r.done {
+		t.Fatalf("the stream ended at the drain")
+	}
+	cancel()
+	select {
+	case err := <-ts.done:
+		ts.done <- err
+		if err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Serve did not return once the last request ended")
 	}
 }
 

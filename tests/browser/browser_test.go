@@ -116,7 +116,7 @@ func TestWebPage(t *testing.T) {
 		"-c", "256", "--parallel", "2", "-t", "1", "--workers", w1+","+w2, "--split", "layer", "--alias", "stories")
 	base := "http://" + addr
 	for deadline := time.Now().Add(60 * time.Second); ; {
-		resp, err := http.Get(base + "/health")
+		resp, err := http.Get(base + "/ready")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {

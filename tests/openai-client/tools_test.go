@@ -68,7 +68,7 @@ func TestOpenAINodeSDKTools(t *testing.T) {
 		t.Fatal("braid serve did not start listening")
 	}
 	for {
-		resp, err := http.Get(url + "/health")
+		resp, err := http.Get(url + "/ready")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {

@@ -40,10 +40,13 @@ async function apiError(resp) {
 async function refreshHealth() {
   const h = $("health");
   try {
+    // /health answers 200 while the server lives (loading included);
+    // its body says whether requests can be served now, and why not.
     const r = await fetch("/health");
     const j = await r.json();
-    h.textContent = j.status === "ok" ? "ready" : (j.reason || j.status);
-    h.className = "health " + (r.ok ? "ok" : "bad");
+    const ready = r.ok && (j.ready === true || (j.ready === undefined && j.status === "ok"));
+    h.textContent = ready ? "ready" : (j.reason || j.status);
+    h.className = "health " + (ready ? "ok" : "bad");
   } catch (e) {
     h.textContent = "unreachable";
     h.className = "health bad";
