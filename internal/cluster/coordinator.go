@@ -60,9 +60,13 @@ type Config struct {
 	Threads, MaxBatch, Ctx, Parallel int
 	KVF32                            bool
 	// Timeout bounds every network wait (dist.DefaultTimeout when 0);
-	// ConnectTimeout bounds reaching the workers (10 s when 0).
-	Timeout, ConnectTimeout time.Duration
-	Stripes                 int
+	// ConnectTimeout bounds reaching the workers at Open, retrying with
+	// backoff while they are not up yet (10 s when 0); ReformTimeout
+	// bounds reaching them again after a failure (ConnectTimeout, at most
+	// 10 s, when 0), so that a request does not wait minutes for a worker
+	// that is gone.
+	Timeout, ConnectTimeout, ReformTimeout time.Duration
+	Stripes                                int
 	// Spin is how long every rank's receives poll their sockets before
 	// parking (dist.DefaultSpin when 0, never when negative), the
 	// workers' included: it keeps a waiting CPU awake for a peer's reply.
@@ -77,6 +81,8 @@ type Config struct {
 	// Hub, when Model came from a hub, names it there so that workers
 	// fetch their own copies (hubfetch.go).
 	Hub *HubModel
+	// Resolver resolves the workers' names (nil: the system's resolver).
+	Resolver *net.Resolver
 	// LoadMode and LoadAuto are --load-mode for rank 0's weights (each
 	// worker has its own).
 	LoadMode gguf.LoadMode
@@ -164,6 +170,7 @@ type Cluster struct {
 	broken  error // why the last step failed; cleared by a re-form
 
 	stepNo   uint64
+	flight   []flightStep // launched, not yet collected (pipeline.go)
 	ops      []kvOp
 	buf      []byte
 	merged   []model.Candidate
@@ -171,6 +178,10 @@ type Cluster struct {
 	closed   bool
 	reforms  atomic.Uint64
 	streamed atomic.Uint64
+
+	// Heal's schedule for re-forming a broken cluster between requests.
+	healAt   time.Time
+	healWait time.Duration
 
 	// Profiling (StartProfile .. StopProfile): the steps and their wall
 	// time, and the frame counters at the start.
@@ -180,7 +191,10 @@ type Cluster struct {
 	profCounters []WorkerCounters
 }
 
-var _ engine.Backend = (*Cluster)(nil)
+var (
+	_ engine.Backend = (*Cluster)(nil)
+	_ engine.Healer  = (*Cluster)(nil)
+)
 
 // Open plans the model over the ranks with the workers' reported facts,
 // refuses a plan that does not fit (numbers per rank) before anything is
@@ -194,6 +208,9 @@ func Open(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	if cfg.ConnectTimeout <= 0 {
 		cfg.ConnectTimeout = 10 * time.Second
+	}
+	if cfg.ReformTimeout <= 0 {
+		cfg.ReformTimeout = min(cfg.ConnectTimeout, 10*time.Second)
 	}
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 512
@@ -251,7 +268,7 @@ func Open(ctx context.Context, cfg Config) (*Cluster, error) {
 		c.cfg.Ctx = min(mc.Context, 4096)
 	}
 	c.posns = c.cfg.Ctx * c.cfg.Parallel
-	if err := c.dialAll(ctx); err != nil {
+	if err := c.dialAll(ctx, cfg.ConnectTimeout, true); err != nil {
 		return nil, err
 	}
 	ranks := []plan.Rank{{Name: "local"}}
@@ -378,15 +395,17 @@ func (c *Cluster) meshErr(err error) error {
 	return err
 }
 
-// dialAll opens a session to every worker and asks for its facts.
-func (c *Cluster) dialAll(ctx context.Context) error {
+// dialAll opens a session to every worker and asks for its facts, each
+// worker retried until timeout while it is not up yet; loud logs every
+// retry as a warning (forming at Open: a leader waits for its workers).
+func (c *Cluster) dialAll(ctx context.Context, timeout time.Duration, loud bool) error {
 	errs := make([]error, len(c.workers))
 	var wg sync.WaitGroup
 	for i, w := range c.workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = c.dial(ctx, w)
+			errs[i] = c.dial(ctx, w, timeout, loud)
 		}()
 	}
 	wg.Wait()
@@ -399,9 +418,17 @@ func (c *Cluster) dialAll(ctx context.Context) error {
 	return nil
 }
 
-func (c *Cluster) dial(ctx context.Context, w *worker) error {
+func (c *Cluster) dial(ctx context.Context, w *worker, timeout time.Duration, loud bool) error {
+	var retry func(dist.Retry)
+	if loud {
+		retry = func(r dist.Retry) {
+			c.log.Warn("cluster: worker not reachable yet; retrying", "rank", w.rank, "addr", w.node.Addr, "attempt", r.Attempt,
+				"err", r.Err, "retry_in", r.Wait, "waited", r.Waited.Round(time.Millisecond), "wait_limit", r.Limit)
+		}
+	}
 	tr, err := dist.Connect(ctx, dist.MeshConfig{Rank: 0, Addrs: []string{"", w.node.Addr}, Secret: c.cfg.Secret,
-		Timeout: c.cfg.Timeout, ConnectTimeout: c.cfg.ConnectTimeout, Spin: c.cfg.Spin, Build: c.cfg.Build, Logger: c.log})
+		Timeout: c.cfg.Timeout, ConnectTimeout: timeout, Spin: c.cfg.Spin, Build: c.cfg.Build, Logger: c.log,
+		Resolver: c.cfg.Resolver, OnRetry: retry})
 	if err != nil {
 		return c.sessErr(w, err)
 	}
@@ -446,13 +473,25 @@ func (c *Cluster) send(w *worker, payload []byte) error {
 // on; each wait has the session's deadline, so a worker that reports
 // progress may take longer in all.
 func (c *Cluster) recv(w *worker, progress func(string)) ([]byte, error) {
+	return c.recvReq(w, w.req, progress)
+}
+
+// recvReq waits for w's response to request req: an earlier one than the
+// last when several steps are in flight (pipeline.go), whose responses
+// come in order.
+func (c *Cluster) recvReq(w *worker, req uint64, progress func(string)) ([]byte, error) {
 	for {
 		tag, p, err := w.sess.RecvControl(1)
 		if err != nil {
 			return nil, c.sessErr(w, err)
 		}
-		if tag.Op != wire.OpResult || tag.Step != w.req || len(p) == 0 {
-			return nil, c.sessErr(w, fmt.Errorf("%w: response %s to request %d (%d bytes)", wire.ErrMalformed, tag, w.req, len(p)))
+		if len(p) > 0 && p[0] == kindLeaving {
+			// Unsolicited, after the last response the worker sent: it
+			// stops, and closes the session next.
+			return nil, &leftError{Rank: w.rank, Addr: w.node.Addr, Reason: string(clip(p[1:]))}
+		}
+		if tag.Op != wire.OpResult || tag.Step != req || len(p) == 0 {
+			return nil, c.sessErr(w, fmt.Errorf("%w: response %s to request %d (%d bytes)", wire.ErrMalformed, tag, req, len(p)))
 		}
 		switch p[0] {
 		case kindOK:
@@ -571,7 +610,7 @@ func (c *Cluster) connectAll(ctx context.Context) error {
 		}
 	}
 	mesh, err := dist.Connect(ctx, dist.MeshConfig{Rank: 0, Addrs: addrs[0], Secret: c.cfg.Secret, Stripes: max(c.cfg.Stripes, 1),
-		Timeout: c.cfg.Timeout, ConnectTimeout: 2 * c.cfg.Timeout, Spin: c.cfg.Spin, Build: c.cfg.Build, Logger: c.log})
+		Timeout: c.cfg.Timeout, ConnectTimeout: 2 * c.cfg.Timeout, Spin: c.cfg.Spin, Build: c.cfg.Build, Logger: c.log, Resolver: c.cfg.Resolver})
 	errs := make([]error, 0, len(c.workers)+1)
 	if err != nil {
 		errs = append(errs, c.meshErr(err))
@@ -646,17 +685,21 @@ func (c *Cluster) teardown(cause error) {
 		c.closeSession(w)
 	}
 	c.ops = c.ops[:0]
+	c.flight = c.flight[:0] // lost with the sessions
 }
 
 // reform brings a broken cluster back: sessions, the same plan's loads
 // (fast: the workers kept their weights, or reload from their local copy)
 // and a new mesh.
-func (c *Cluster) reform() error {
+func (c *Cluster) reform() error { return c.reformWithin(c.cfg.ReformTimeout) }
+
+// reformWithin is reform with the workers retried for at most timeout.
+func (c *Cluster) reformWithin(timeout time.Duration) error {
 	if c.closed {
 		return errors.New("cluster: closed")
 	}
 	ctx := context.Background()
-	if err := c.dialAll(ctx); err != nil {
+	if err := c.dialAll(ctx, timeout, false); err != nil {
 		return fmt.Errorf("%w: %w (the cluster failed before: %v)", ErrUnavailable, err, c.broken)
 	}
 	if err := c.loadAll(ctx); err != nil {
@@ -703,6 +746,9 @@ func (c *Cluster) Forward(b *model.Batch, out engine.Output, logits []float32) e
 	if c.closed {
 		return errors.New("cluster: closed")
 	}
+	if len(c.flight) > 0 {
+		return engine.ErrInFlight
+	}
 	rows := b.Outputs()
 	if len(logits) < rows*c.vocab {
 		return fmt.Errorf("%w: logits buffer holds %d values, need %d", model.ErrBadBatch, len(logits), rows*c.vocab)
@@ -740,72 +786,25 @@ func (c *Cluster) Forward(b *model.Batch, out engine.Output, logits []float32) e
 }
 
 // step is one Step frame to each worker, this rank's shard, and one result
-// from each.
+// from each (pipeline.go).
 func (c *Cluster) step(b *model.Batch, out engine.Output, logits []float32) error {
-	if c.profiling {
-		start := time.Now()
-		defer func() {
-			c.profSteps++
-			c.profTime += time.Since(start)
-		}()
-	}
-	c.stepNo++
-	msg := stepMsg{Step: c.stepNo, Full: out.Full, TopK: out.TopK, Ops: c.ops, Batch: *b}
-	c.buf = appendStep(c.buf[:0], &msg)
-	c.ops = c.ops[:0]
-	for _, w := range c.workers {
-		if err := c.send(w, c.buf); err != nil {
-			err = fmt.Errorf("%w: step %d: %w", ErrUnavailable, c.stepNo, err)
-			c.teardown(err)
-			return err
-		}
-		w.stepReqs.Add(1)
-	}
-	ld, lerr := c.local.run(c.stepNo, nil, b)
-	if lerr != nil {
-		// Wake the workers waiting on this rank at once.
-		if c.mesh != nil {
-			c.mesh.Close()
-		}
-	}
-	var errs []error
-	for _, w := range c.workers {
-		p, err := c.recv(w, nil)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		w.stepResps.Add(1)
-		if err := parseResult(p, &w.res); err != nil {
-			errs = append(errs, c.sessErr(w, err))
-		}
-	}
-	if lerr != nil || len(errs) > 0 {
-		err := c.stepError(lerr, errs)
-		c.teardown(err)
+	if err := c.launch(b, out, c.mode.PP); err != nil {
 		return err
 	}
-	ar, st := c.local.waits()
-	c.localTotals.add(ld, ar, st)
-	for _, w := range c.workers {
-		w.totals.add(time.Duration(w.res.Compute), time.Duration(w.res.Reduce), time.Duration(w.res.Stage))
-		w.publish()
-	}
-	rows := b.Outputs()
-	if rows == 0 {
-		return nil
-	}
-	if err := c.merge(rows, out, logits); err != nil {
-		c.teardown(err)
-		return err
-	}
-	return nil
+	return c.collect(logits)
 }
 
 // stepError picks the most telling cause: a worker's own report or a dead
 // connection names the failed rank, while the others only saw their peer
 // go away.
 func (c *Cluster) stepError(local error, remote []error) error {
+	// A worker that said it leaves is the cause; the others only lost it.
+	for _, err := range remote {
+		var le *leftError
+		if errors.As(err, &le) {
+			return fmt.Errorf("%w: step %d failed: %w", ErrUnavailable, c.stepNo, le)
+		}
+	}
 	var all []error
 	if local != nil {
 		all = append(all, c.meshErr(local))
@@ -916,6 +915,33 @@ func (c *Cluster) Truncate(seq kvcache.SeqID, n int) error {
 	return nil
 }
 
+// ResumePoint is where seq can continue, from this rank's cache: every
+// rank keeps the same lengths (a rank without recurrent layers counts
+// them too, see kvcache.Config.Recurrent).
+func (c *Cluster) ResumePoint(seq kvcache.SeqID, n int) int { return c.local.cache.ResumePoint(seq, n) }
+
+// Snapshot keeps seq's recurrent state at length n on every rank (nothing
+// to keep for a model without recurrent layers).
+func (c *Cluster) Snapshot(seq kvcache.SeqID, n int) error {
+	if !c.local.cache.Config().Recurrent() {
+		return nil
+	}
+	if err := c.local.cache.Snapshot(seq, n); err != nil {
+		return err
+	}
+	c.ops = append(c.ops, kvOp{Kind: opSnapshot, A: seq, N: int32(n)})
+	return nil
+}
+
+// Forget releases seq's snapshots from length from on every rank.
+func (c *Cluster) Forget(seq kvcache.SeqID, from int) {
+	if !c.local.cache.Config().Recurrent() || !c.local.cache.Has(seq) {
+		return
+	}
+	c.local.cache.Forget(seq, from)
+	c.ops = append(c.ops, kvOp{Kind: opForget, A: seq, N: int32(from)})
+}
+
 // KVConfig is this rank's cache configuration (every rank has the same
 // blocks). Like every Backend method, for the goroutine that runs the steps.
 func (c *Cluster) KVConfig() kvcache.Config { return c.local.cache.Config() }
@@ -1000,4 +1026,72 @@ func spinUS(d time.Duration) int64 {
 		return -1
 	}
 	return max(d.Microseconds(), 1)
+}
+
+// whyGone explains a worker's failed session: when the worker said it was
+// leaving before it closed (a stop it was told to make), that is the
+// reason, not the closed connection. The notice is the last frame the
+// session holds.
+func (c *Cluster) whyGone(w *worker, err error) error {
+	if w.sess == nil || w.sess.Err(1) == nil {
+		return err
+	}
+	for range 4 { // a response or progress line may still be ahead of it
+		_, p, rerr := w.sess.RecvControl(1)
+		if rerr != nil {
+			return err
+		}
+		if len(p) > 0 && p[0] == kindLeaving {
+			return &leftError{Rank: w.rank, Addr: w.node.Addr, Reason: string(clip(p[1:]))}
+		}
+	}
+	return err
+}
+
+// Heal checks the cluster between requests (engine.Healer; the scheduler
+// calls it on its goroutine while it has no request). A worker whose
+// session or data-plane link ended, because it left, died or was cut off,
+// tears the cluster down at once, so that the server stops saying it is
+// ready without waiting for a request to fail. A broken cluster tries to
+// re-form, each worker retried for a few seconds, with exponential
+// backoff between the tries (1 s doubling to 15 s). It returns nil when
+// the cluster is formed, else why not, wrapping ErrUnavailable.
+func (c *Cluster) Heal() error {
+	if c.closed {
+		return fmt.Errorf("%w: cluster closed", ErrUnavailable)
+	}
+	if c.formed {
+		for _, w := range c.workers {
+			err := w.sess.Err(1)
+			if err == nil && c.mesh != nil {
+				if merr := c.mesh.Err(w.rank); merr != nil {
+					err = c.meshErr(merr)
+				}
+			}
+			if err == nil {
+				continue
+			}
+			err = fmt.Errorf("%w: %w", ErrUnavailable, c.whyGone(w, c.sessErr(w, err)))
+			c.log.Warn("cluster: a rank is gone; re-forming when it is back", "rank", w.rank, "addr", w.node.Addr, "err", err)
+			c.teardown(err)
+			c.healAt, c.healWait = time.Now(), 0
+			return err
+		}
+		return nil
+	}
+	if time.Now().Before(c.healAt) {
+		if c.broken != nil {
+			return c.broken
+		}
+		return fmt.Errorf("%w: %w", ErrUnavailable, errNotFormed)
+	}
+	err := c.reformWithin(min(c.cfg.ReformTimeout, 3*time.Second))
+	if err == nil {
+		c.healWait = 0
+		return nil
+	}
+	c.healWait = min(max(2*c.healWait, time.Second), 15*time.Second)
+	c.healAt = time.Now().Add(c.healWait)
+	c.log.Warn("cluster: not re-formed; trying again", "retry_in", c.healWait, "err", err)
+	return err
 }

@@ -49,7 +49,7 @@ func Netbench(ctx context.Context, cfg Config, nb dist.NetbenchConfig) (*dist.Ne
 			c.closeSession(w)
 		}
 	}()
-	if err := c.dialAll(ctx); err != nil {
+	if err := c.dialAll(ctx, c.cfg.ConnectTimeout, false); err != nil {
 		return nil, err
 	}
 	world := len(c.workers) + 1

@@ -7,7 +7,10 @@
 // protocol version, the build digest and the shared secret, and exchanges
 // node facts); it carries Info, Load, Connect, Step, Unload, Ping, Profile
 // and Netbench requests on its control lane, each answered by one response
-// (a Load also by progress lines while it runs). The data plane is one dist
+// (a Load also by progress lines while it runs). A worker told to stop
+// (SIGTERM) answers the request in progress, then sends one unsolicited
+// Leaving notice and closes the session, so that the coordinator fails the
+// requests it runs at once, naming the rank, instead of at a timeout. The data plane is one dist
 // TCP mesh between all ranks of a plan, formed by the Connect after every
 // Load: all-reduces and hidden states between pipeline stages go over it
 // peer to peer, never through the coordinator.
@@ -48,6 +51,11 @@ const (
 	kindProgress byte = 65 // response: a progress line; the final answer follows
 	kindError    byte = 66 // response: the request failed (UTF-8 text)
 	kindStream   byte = 67 // response to Load: no local copy, stream me the slices (kindChunk frames follow)
+	// kindLeaving is sent by a worker unasked, after its last response:
+	// it stops (UTF-8 reason follows) and closes the session next. Peers
+	// of one build only meet (the handshake compares build digests), so
+	// a coordinator that does not know it never sees it.
+	kindLeaving byte = 68
 )
 
 // Limits on what a peer may ask for; a frame beyond them is malformed.
@@ -150,6 +158,8 @@ const (
 	opReserve
 	opCopyPrefix
 	opTruncate
+	opSnapshot
+	opForget
 )
 
 // kvOp is one cache operation made on the coordinator since the last step.
@@ -170,6 +180,11 @@ func (o kvOp) apply(c *kvcache.Cache) error {
 		return c.CopyPrefix(o.A, o.B, int(o.N))
 	case opTruncate:
 		return c.Truncate(o.A, int(o.N))
+	case opSnapshot:
+		return c.Snapshot(o.A, int(o.N))
+	case opForget:
+		c.Forget(o.A, int(o.N))
+		return nil
 	}
 	return fmt.Errorf("unknown KV operation %d", o.Kind)
 }
@@ -184,15 +199,23 @@ func (o kvOp) String() string {
 		return fmt.Sprintf("copy-prefix(%d <- %d, %d)", o.A, o.B, o.N)
 	case opTruncate:
 		return fmt.Sprintf("truncate(%d, %d)", o.A, o.N)
+	case opSnapshot:
+		return fmt.Sprintf("snapshot(%d, %d)", o.A, o.N)
+	case opForget:
+		return fmt.Sprintf("forget(%d, %d)", o.A, o.N)
 	}
 	return fmt.Sprintf("op%d", o.Kind)
 }
 
 // stepMsg is one Step request.
 type stepMsg struct {
-	Step  uint64
-	Full  bool
-	TopK  int
+	Step uint64
+	Full bool
+	TopK int
+	// Parts is how many micro-batches the ranks cut the batch into (the
+	// same cut on every rank; see rank.run): one per stage for a step
+	// that runs alone, 1 for a step that overlaps others (engine.Pipeline).
+	Parts int
 	Ops   []kvOp
 	Batch model.Batch
 }
@@ -206,7 +229,7 @@ const (
 
 // appendStep encodes m after the kind byte:
 //
-//	u8 kind=step | u64 step | u8 full | u32 topk | u32 ops | ops x (u8 kind, i32 a, i32 b, i32 n)
+//	u8 kind=step | u64 step | u8 full | u32 topk | u32 parts | u32 ops | ops x (u8 kind, i32 a, i32 b, i32 n)
 //	| u32 tokens | tokens x i32 | pos x i32 | seq x i32 | output x u8
 func appendStep(dst []byte, m *stepMsg) []byte {
 	le := binary.LittleEndian
@@ -214,6 +237,7 @@ func appendStep(dst []byte, m *stepMsg) []byte {
 	dst = le.AppendUint64(dst, m.Step)
 	dst = append(dst, b2u(m.Full))
 	dst = le.AppendUint32(dst, uint32(m.TopK))
+	dst = le.AppendUint32(dst, uint32(m.Parts))
 	dst = le.AppendUint32(dst, uint32(len(m.Ops)))
 	for _, o := range m.Ops {
 		dst = append(dst, o.Kind)
@@ -319,11 +343,16 @@ func parseStep(p []byte, m *stepMsg) error {
 		return fmt.Errorf("%w: step flags full=%d top-k=%d (want 0/1 and at most %d)", wire.ErrMalformed, full, k, maxTopK)
 	}
 	m.Full, m.TopK = full == 1, int(k)
+	parts := r.u32("micro-batch count")
+	if r.err == nil && (parts < 1 || parts > maxStepTokens) {
+		return fmt.Errorf("%w: step in %d micro-batches (want 1..%d)", wire.ErrMalformed, parts, maxStepTokens)
+	}
+	m.Parts = int(parts)
 	nops := r.count("KV operation count", maxStepOps, 13)
 	m.Ops = m.Ops[:0]
 	for i := 0; i < nops && r.err == nil; i++ {
 		o := kvOp{Kind: r.u8("op kind"), A: kvcache.SeqID(r.u32("op a")), B: kvcache.SeqID(r.u32("op b")), N: int32(r.u32("op n"))}
-		if o.Kind < opDrop || o.Kind > opTruncate {
+		if o.Kind < opDrop || o.Kind > opForget {
 			return fmt.Errorf("%w: KV operation %d has kind %d", wire.ErrMalformed, i, o.Kind)
 		}
 		m.Ops = append(m.Ops, o)
@@ -478,6 +507,18 @@ type remoteError struct {
 
 func (e *remoteError) Error() string {
 	return fmt.Sprintf("rank %d (%s): %s", e.Rank, e.Addr, e.Msg)
+}
+
+// leftError is a worker that left the cluster in order: it was told to
+// stop and said so before closing its session.
+type leftError struct {
+	Rank   int
+	Addr   string
+	Reason string
+}
+
+func (e *leftError) Error() string {
+	return fmt.Sprintf("rank %d (%s) left the cluster: %s", e.Rank, e.Addr, e.Reason)
 }
 
 var errNotFormed = errors.New("cluster: not formed")

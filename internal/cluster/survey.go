@@ -78,7 +78,7 @@ func Ask(ctx context.Context, cfg Config) *Survey {
 				n.Err = errors.New("no address")
 				return
 			}
-			if err := c.dial(ctx, w); err != nil {
+			if err := c.dial(ctx, w, c.cfg.ConnectTimeout, false); err != nil {
 				c.closeSession(w)
 				n.Err = err
 				return

@@ -62,6 +62,9 @@ type WorkerConfig struct {
 	// the Hugging Face tools use); NoPull forbids pulling (hubfetch.go).
 	HubCache string
 	NoPull   bool
+	// Resolver resolves the other ranks' names on the data plane (nil:
+	// the system's resolver).
+	Resolver *net.Resolver
 	// LoadMode and LoadAuto are the worker's --load-mode: how a shard's
 	// weights are held, chosen by plan.ChooseLoad when LoadAuto. Each node
 	// chooses for itself: the choice rests on its memory, file system and
@@ -82,8 +85,15 @@ type Worker struct {
 	hashes *hashCache
 	data   net.Listener
 
-	mu   sync.Mutex
-	sess *dist.TCP // the current session, nil when idle
+	mu     sync.Mutex
+	sess   *dist.TCP    // the current session, nil when idle
+	status WorkerStatus // what /health says; under mu
+
+	// stopping is set when Serve's context ends: the worker finishes the
+	// request in progress and leaves.
+	stopping atomic.Bool
+	// leaveReason is what the Leaving notice says (SetLeaveReason).
+	leaveReason atomic.Pointer[string]
 
 	// quiet stops load progress lines while the coordinator streams
 	// weights (it reads nothing then); streamed counts the bytes received.
@@ -149,6 +159,43 @@ func NewWorker(cfg WorkerConfig, ctlAddr net.Addr) (*Worker, error) {
 // DataAddr is the data-plane listener's address.
 func (w *Worker) DataAddr() net.Addr { return w.data.Addr() }
 
+// WorkerStatus is what a worker's health endpoint reports.
+type WorkerStatus struct {
+	// Session says whether a coordinator is connected; Coordinator is its
+	// address.
+	Session     bool   `json:"session"`
+	Coordinator string `json:"coordinator,omitempty"`
+	// Rank and World are the rank this worker holds a shard for, of how
+	// many, and Model the file; empty while it holds none.
+	Rank  int    `json:"rank,omitempty"`
+	World int    `json:"world,omitempty"`
+	Model string `json:"model,omitempty"`
+	// Loading says a Load is running.
+	Loading bool `json:"loading,omitempty"`
+	// Leaving says the worker was told to stop and is leaving.
+	Leaving bool `json:"leaving,omitempty"`
+}
+
+// Status is the worker's state now; safe from any goroutine (a health
+// probe reads it, never the session).
+func (w *Worker) Status() WorkerStatus {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	st := w.status
+	st.Leaving = w.stopping.Load()
+	return st
+}
+
+func (w *Worker) setStatus(f func(*WorkerStatus)) {
+	w.mu.Lock()
+	f(&w.status)
+	w.mu.Unlock()
+}
+
+// SetLeaveReason sets what the worker tells its coordinator when its
+// Serve context ends ("the worker is shutting down (SIGTERM)", ...).
+func (w *Worker) SetLeaveReason(why string) { w.leaveReason.Store(&why) }
+
 // Serve accepts coordinators on ln, one session at a time, until ctx ends;
 // it then frees everything and returns. A connection that fails the
 // handshake or sends a malformed frame is closed with a log line; nothing a
@@ -157,6 +204,12 @@ func (w *Worker) Serve(ctx context.Context, ln net.Listener) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	h := newHandoff(ln.Addr())
+	stopFlag := context.AfterFunc(ctx, func() { w.stopping.Store(true) })
+	defer stopFlag()
+	// The transports live until Serve returns, not until ctx ends: a stop
+	// lets the request in progress finish on them (formCtx).
+	life, endLife := context.WithCancel(context.WithoutCancel(ctx))
+	defer endLife()
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -174,8 +227,10 @@ func (w *Worker) Serve(ctx context.Context, ln net.Listener) error {
 	w.log.Info("worker: listening", "addr", ln.Addr().String(), "data", w.data.Addr().String(),
 		"threads", w.cfg.Threads, "secret", len(w.cfg.Secret) > 0, "build", w.cfg.Build)
 	for ctx.Err() == nil {
-		tr, err := dist.Connect(ctx, dist.MeshConfig{Rank: 1, Addrs: []string{"", ""}, Listener: h, Secret: w.cfg.Secret,
+		fctx, formed := formCtx(ctx, life)
+		tr, err := dist.Connect(fctx, dist.MeshConfig{Rank: 1, Addrs: []string{"", ""}, Listener: h, Secret: w.cfg.Secret, Resolver: w.cfg.Resolver,
 			Timeout: w.cfg.Timeout, ConnectTimeout: 24 * time.Hour, Spin: w.cfg.Spin, Build: w.cfg.Build, Logger: w.log})
+		formed()
 		if err != nil {
 			if ctx.Err() != nil {
 				break
@@ -189,13 +244,25 @@ func (w *Worker) Serve(ctx context.Context, ln net.Listener) error {
 		}
 		w.mu.Lock()
 		w.sess = tr
+		w.status.Session, w.status.Coordinator = true, tr.Peer(0).Addr
 		w.mu.Unlock()
-		w.session(ctx, tr)
+		w.session(ctx, life, tr)
 		w.mu.Lock()
 		w.sess = nil
+		w.status.Session, w.status.Coordinator = false, ""
 		w.mu.Unlock()
 	}
 	return nil
+}
+
+// formCtx is the context to form a transport with: it ends with stop
+// while the transport forms (a stop while waiting for peers), but once
+// formed is called only with life, which bounds the transport's lifetime
+// (dist.Connect closes a transport when its context ends).
+func formCtx(stop, life context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(life)
+	undo := context.AfterFunc(stop, cancel)
+	return ctx, func() { undo() }
 }
 
 // acceptLoop owns the control listener. While no coordinator is served, a
@@ -245,23 +312,49 @@ func (w *Worker) acceptLoop(ctx context.Context, ln net.Listener, h *handoff) {
 	}
 }
 
-// session answers one coordinator's requests until it goes away. The
-// weights stay; the data-plane mesh closes.
-func (w *Worker) session(ctx context.Context, tr *dist.TCP) {
+// session answers one coordinator's requests until it goes away, or
+// until ctx ends: then the request in progress is answered, the
+// coordinator told that this worker leaves (kindLeaving) and the session
+// closed. The weights stay; the data-plane mesh closes.
+func (w *Worker) session(ctx, life context.Context, tr *dist.TCP) {
 	coord := tr.Peer(0).Addr
 	w.log.Info("worker: coordinator connected", "addr", coord)
-	ctx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(ctx, func() { tr.Close() })
+	// busy (a request is being served) and left (the notice is sent) are
+	// under mu: the stop may come from the signal's goroutine while the
+	// session waits for a request, or while it serves one.
+	var mu sync.Mutex
+	busy, left := false, false
+	leave := func() { // with mu held
+		if left {
+			return
+		}
+		left = true
+		why := "the worker is stopping"
+		if p := w.leaveReason.Load(); p != nil {
+			why = *p
+		}
+		w.log.Info("worker: leaving the cluster", "coordinator", coord, "why", why)
+		if err := tr.SendControl(0, wire.Tag{Op: wire.OpResult}, append([]byte{kindLeaving}, why...)); err != nil {
+			w.log.Warn("worker: telling the coordinator it leaves", "coordinator", coord, "err", err)
+		}
+		tr.Close()
+	}
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !busy {
+			leave()
+		} // else the session leaves once the request in progress is answered
+	})
 	defer func() {
 		stop()
-		cancel()
 		w.closeMesh()
 		tr.Close()
 	}()
 	for {
 		tag, p, err := tr.RecvControl(0)
 		if err != nil {
-			if errors.Is(err, dist.ErrTimeout) {
+			if errors.Is(err, dist.ErrTimeout) && ctx.Err() == nil {
 				if _, perr := tr.Ping(0); perr == nil {
 					continue // idle between requests
 				}
@@ -269,94 +362,117 @@ func (w *Worker) session(ctx context.Context, tr *dist.TCP) {
 			w.log.Info("worker: session ended", "coordinator", coord, "err", err)
 			return
 		}
-		if tag.Op != wire.OpStep || len(p) == 0 {
-			w.log.Warn("worker: malformed request; closing the session", "coordinator", coord, "tag", tag.String(), "bytes", len(p))
+		mu.Lock()
+		if left {
+			mu.Unlock()
 			return
 		}
-		reply := wire.Tag{Step: tag.Step, Op: wire.OpResult}
-		w.reqTag = reply
-		send := func(b []byte) bool {
-			if err := tr.SendControl(0, reply, b); err != nil {
-				w.log.Warn("worker: sending a response", "coordinator", coord, "err", err)
-				return false
-			}
-			return true
+		busy = true
+		mu.Unlock()
+		if !w.serveRequest(ctx, life, tr, coord, tag, p) {
+			return
 		}
-		var out []byte
-		switch p[0] {
-		case kindInfo:
-			info := w.info()
-			if len(p) > 1 {
-				// With a Load: where its model would come from (braid plan).
-				var m loadMsg
-				if err = parseJSON(p[1:], &m); err != nil {
-					break
-				}
-				if !isSHA256(m.SHA256) {
-					err = fmt.Errorf("%w: model SHA-256 %q", wire.ErrMalformed, m.SHA256)
-					break
-				}
-				err = w.withProgress(send, func(stage func(string)) error {
-					info.Source = w.source(&m, stage)
-					return nil
-				})
-				if err != nil {
-					break
-				}
-			}
-			out, err = appendJSON(w.out[:0], kindOK, info)
-		case kindLoad:
+		mu.Lock()
+		busy = false
+		if ctx.Err() != nil {
+			leave()
+			mu.Unlock()
+			return
+		}
+		mu.Unlock()
+	}
+}
+
+// serveRequest answers one request; false ends the session.
+func (w *Worker) serveRequest(ctx, life context.Context, tr *dist.TCP, coord string, tag wire.Tag, p []byte) bool {
+	var err error
+	if tag.Op != wire.OpStep || len(p) == 0 {
+		w.log.Warn("worker: malformed request; closing the session", "coordinator", coord, "tag", tag.String(), "bytes", len(p))
+		return false
+	}
+	reply := wire.Tag{Step: tag.Step, Op: wire.OpResult}
+	w.reqTag = reply
+	send := func(b []byte) bool {
+		if err := tr.SendControl(0, reply, b); err != nil {
+			w.log.Warn("worker: sending a response", "coordinator", coord, "err", err)
+			return false
+		}
+		return true
+	}
+	var out []byte
+	switch p[0] {
+	case kindInfo:
+		info := w.info()
+		if len(p) > 1 {
+			// With a Load: where its model would come from (braid plan).
 			var m loadMsg
 			if err = parseJSON(p[1:], &m); err != nil {
 				break
 			}
-			err = w.loadWithProgress(&m, send)
-			out = []byte{kindOK}
-		case kindConnect:
-			var m connectMsg
-			if err = parseJSON(p[1:], &m); err != nil {
+			if !isSHA256(m.SHA256) {
+				err = fmt.Errorf("%w: model SHA-256 %q", wire.ErrMalformed, m.SHA256)
 				break
 			}
-			err = w.connect(ctx, &m)
-			out = []byte{kindOK}
-		case kindStep:
-			if err = parseStep(p[1:], &w.step); err != nil {
+			err = w.withProgress(send, func(stage func(string)) error {
+				info.Source = w.source(&m, stage)
+				return nil
+			})
+			if err != nil {
 				break
 			}
-			out, err = w.runStep()
-		case kindUnload:
-			w.unload()
-			out = []byte{kindOK}
-		case kindPing:
-			out = []byte{kindOK}
-		case kindProfile:
-			out, err = w.profileRequest(p[1:])
-		case kindNetbench:
-			var m netbenchMsg
-			if err = parseJSON(p[1:], &m); err != nil {
-				break
-			}
-			// No progress lines: the coordinator runs the same collectives
-			// meanwhile and reads the answer when they end, together.
-			err = w.netbench(ctx, &m)
-			out = []byte{kindOK}
-		default:
-			err = fmt.Errorf("%w: request kind %d", wire.ErrMalformed, p[0])
 		}
-		if errors.Is(err, wire.ErrMalformed) {
-			w.log.Warn("worker: malformed request; closing the session", "coordinator", coord, "err", err)
-			send(errorPayload(nil, err))
-			return
+		out, err = appendJSON(w.out[:0], kindOK, info)
+	case kindLoad:
+		var m loadMsg
+		if err = parseJSON(p[1:], &m); err != nil {
+			break
 		}
-		if err != nil {
-			w.log.Warn("worker: request failed", "coordinator", coord, "kind", p[0], "err", err)
-			out = errorPayload(w.out[:0], err)
+		err = w.loadWithProgress(&m, send)
+		out = []byte{kindOK}
+	case kindConnect:
+		var m connectMsg
+		if err = parseJSON(p[1:], &m); err != nil {
+			break
 		}
-		w.out = out
-		if !send(out) {
-			return
+		fctx, formed := formCtx(ctx, life)
+		err = w.connect(fctx, &m)
+		formed()
+		out = []byte{kindOK}
+	case kindStep:
+		if err = parseStep(p[1:], &w.step); err != nil {
+			break
 		}
+		out, err = w.runStep()
+	case kindUnload:
+		w.unload()
+		out = []byte{kindOK}
+	case kindPing:
+		out = []byte{kindOK}
+	case kindProfile:
+		out, err = w.profileRequest(p[1:])
+	case kindNetbench:
+		var m netbenchMsg
+		if err = parseJSON(p[1:], &m); err != nil {
+			break
+		}
+		// No progress lines: the coordinator runs the same collectives
+		// meanwhile and reads the answer when they end, together.
+		err = w.netbench(ctx, &m)
+		out = []byte{kindOK}
+	default:
+		err = fmt.Errorf("%w: request kind %d", wire.ErrMalformed, p[0])
 	}
+	if errors.Is(err, wire.ErrMalformed) {
+		w.log.Warn("worker: malformed request; closing the session", "coordinator", coord, "err", err)
+		send(errorPayload(nil, err))
+		return false
+	}
+	if err != nil {
+		w.log.Warn("worker: request failed", "coordinator", coord, "kind", p[0], "err", err)
+		out = errorPayload(w.out[:0], err)
+	}
+	w.out = out
+	return send(out)
 }
 
 // offered is the memory the worker offers for a shard.
@@ -386,6 +502,8 @@ func (w *Worker) info() *infoMsg {
 
 // loadWithProgress runs the load while telling the coordinator how it goes.
 func (w *Worker) loadWithProgress(m *loadMsg, send func([]byte) bool) error {
+	w.setStatus(func(s *WorkerStatus) { s.Loading = true })
+	defer w.setStatus(func(s *WorkerStatus) { s.Loading = false })
 	return w.withProgress(send, func(stage func(string)) error { return w.load(m, stage) })
 }
 
@@ -618,6 +736,7 @@ func (w *Worker) load(m *loadMsg, stage func(string)) error {
 	}
 	ok = true
 	w.cur = &holding{key: key, path: path, file: f, pool: pool, r: r, weights: weights + kv + scratch}
+	w.setStatus(func(s *WorkerStatus) { s.Rank, s.World, s.Model = m.Rank, m.World, path })
 	w.log.Info("worker: loaded", "model", path, "rank", m.Rank, "shard", sh.String(), "weights", plan.Bytes(weights), "kv", plan.Bytes(kv))
 	return nil
 }
@@ -640,7 +759,7 @@ func (w *Worker) connect(ctx context.Context, m *connectMsg) error {
 	if m.SpinUS != 0 {
 		spin = time.Duration(m.SpinUS) * time.Microsecond
 	}
-	tr, err := dist.Connect(ctx, dist.MeshConfig{Rank: k.rank, Addrs: m.Addrs, Listener: w.data, Secret: w.cfg.Secret,
+	tr, err := dist.Connect(ctx, dist.MeshConfig{Rank: k.rank, Addrs: m.Addrs, Listener: w.data, Secret: w.cfg.Secret, Resolver: w.cfg.Resolver,
 		Stripes: max(m.Stripes, 1), Timeout: timeout, ConnectTimeout: 2 * timeout, Spin: spin, Build: w.cfg.Build, Logger: w.log})
 	if err != nil {
 		return err
@@ -669,7 +788,7 @@ func (w *Worker) runStep() ([]byte, error) {
 		return nil, errors.New("not connected to the other ranks (a step failed before, or Connect was not sent)")
 	}
 	r, s := w.cur.r, &w.step
-	d, err := r.run(s.Step, s.Ops, &s.Batch)
+	d, err := r.run(s.Step, s.Ops, &s.Batch, s.Parts)
 	if err != nil {
 		// The mesh is broken after any failure; the coordinator re-forms.
 		w.closeMesh()
@@ -688,6 +807,7 @@ func (w *Worker) unload() {
 		return
 	}
 	w.log.Info("worker: unloading", "model", w.cur.path)
+	w.setStatus(func(s *WorkerStatus) { s.Rank, s.World, s.Model = 0, 0, "" })
 	w.cur.pool.Close()
 	w.cur.file.Close()
 	w.cur = nil
