@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"braid/internal/kvcache"
 	"braid/internal/model"
 	"braid/internal/plan"
+	"braid/internal/sysinfo"
 )
 
 func init() {
@@ -90,6 +92,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	sf.register(fs, true)
 	promptFile := fs.String("prompt-file", "", "with --spec: generate from this text (tokenized) instead of -p random tokens")
 	loadMode := fs.String("load-mode", "auto", plan.LoadModes)
+	cpus := fs.String("cpus", "", cpusUsage)
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return err
 	}
@@ -124,6 +127,14 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	ts, err := parseInts("t", *tFlag, 1)
 	if err != nil {
 		return err
+	}
+	tGiven := given(fs, "t", "threads")
+	if *cpus != "" && !tGiven {
+		list, err := sysinfo.ParseCPUList(*cpus)
+		if err != nil {
+			return usagef("--cpus: %v", err)
+		}
+		ts = []int{len(list)}
 	}
 	nps, err := parseInts("np", *npFlag, 1)
 	if err != nil {
@@ -166,6 +177,18 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if !measured {
 		return usagef("-p 0 -n 0: nothing to measure (-p is the prefill test's prompt length, -n the decode test's tokens)")
 	}
+	if !cf.active() && !sf.active() {
+		// The most threads of any row decide the placement (a cluster's
+		// and --spec's loads place themselves).
+		most := slices.Max(ts)
+		line, _, err := placeThreads(*cpus, &most, true)
+		if err != nil {
+			return err
+		}
+		if line != "" {
+			fmt.Fprintln(stderr, line)
+		}
+	}
 	var load plan.LoadChoice
 	if !cf.active() && !sf.active() {
 		est := estimateMemory(file, longest)
@@ -183,7 +206,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		return runBenchSpec(&sf, benchSpecArgs{path: *path, hub: hm, ts: ts, ps: ps, ns: ns, nps: nps, depth: *depth, reps: *reps,
-			json: *asJSON, kvF32: *kvF32, prompt: text, load: *loadMode}, &cf, stdout, stderr)
+			json: *asJSON, kvF32: *kvF32, prompt: text, load: *loadMode, cpus: *cpus}, &cf, stdout, stderr)
 	}
 	var rows []benchRow
 	for _, t := range ts {
@@ -192,7 +215,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		var release func()
 		var cl *cluster.Cluster
 		if cf.active() {
-			l, err := loadBackend(&modelFlags{path: *path, hub: hm, threads: t, ctx: longest, kvF32: *kvF32, batch: max(512, maxNP), loadMode: *loadMode}, &cf, maxNP, stderr)
+			l, err := loadBackend(&modelFlags{path: *path, hub: hm, threads: t, ctx: longest, kvF32: *kvF32, batch: max(512, maxNP), loadMode: *loadMode, cpus: *cpus, threadsSet: true}, &cf, maxNP, stderr)
 			if err != nil {
 				return err
 			}

@@ -58,6 +58,7 @@ type benchSpecArgs struct {
 	kvF32  bool
 	prompt string // --prompt-file's text, or ""
 	load   string // --load-mode
+	cpus   string // --cpus
 }
 
 // runBenchSpec is `braid bench --spec`: for each thread count, prompt and
@@ -84,7 +85,7 @@ func runBenchSpec(sf *specFlags, a benchSpecArgs, cf *clusterFlags, stdout, stde
 	}
 	var rows []specBenchRow
 	for _, t := range a.ts {
-		mf := modelFlags{path: a.path, hub: a.hub, threads: t, ctx: longest + engine.MaxDrafts + 1, kvF32: a.kvF32, batch: 512, loadMode: a.load}
+		mf := modelFlags{path: a.path, hub: a.hub, threads: t, ctx: longest + engine.MaxDrafts + 1, kvF32: a.kvF32, batch: 512, loadMode: a.load, cpus: a.cpus, threadsSet: true}
 		if err := sf.prepare(&mf, cf, stderr); err != nil {
 			return err
 		}

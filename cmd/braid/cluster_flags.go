@@ -143,6 +143,9 @@ func loadBackend(mf *modelFlags, cf *clusterFlags, seqs int, stderr io.Writer) (
 	if cfg.LoadMode, cfg.LoadAuto, err = mf.parseLoadMode(); err != nil {
 		return nil, err
 	}
+	if err := mf.place(stderr); err != nil {
+		return nil, err
+	}
 	if mf.threads <= 0 {
 		return nil, usagef("-t %d: need at least one thread", mf.threads)
 	}

@@ -30,6 +30,7 @@ func writeDoctor(w io.Writer) {
 	fmt.Fprintf(w, "build:    %s\n", b.Digest())
 	fmt.Fprintf(w, "platform: %s/%s, %d logical CPUs\n", runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
 	fmt.Fprintf(w, "cpu:      %s\n", strings.Join(kernels.Features(), " "))
+	writeCores(w, localCores())
 	if kernels.ForcedGeneric() {
 		fmt.Fprintln(w, "kernels:  BRAID_KERNELS=generic: every kernel forced to the pure-Go reference")
 	} else {
@@ -51,6 +52,32 @@ func writeDoctor(w io.Writer) {
 	}
 	fmt.Fprintf(w, "usable:   %s for model weights, KV cache and scratch\n", sysinfo.FormatBytes(m.Usable()))
 	writeReclaim(w, sysinfo.ReadReclaim("/"))
+}
+
+// writeCores lists the core classes of the CPUs this process may use and
+// which of them braid computes on by default.
+func writeCores(w io.Writer, c sysinfo.Cores) {
+	switch {
+	case len(c.Classes) == 0:
+		fmt.Fprintf(w, "cores:    not read here (Linux only): braid uses %d threads by default\n", defaultThreads())
+		return
+	case !c.Hybrid():
+		by := ""
+		if c.By != "" {
+			by = ", by " + c.By
+		}
+		fmt.Fprintf(w, "cores:    one class (%s%s): braid uses all %d by default\n", c.Classes[0].Describe(), by, len(c.Allowed))
+		return
+	}
+	fmt.Fprintf(w, "cores:    %d classes by %s, in this process's affinity mask (%s):\n", len(c.Classes), c.By, sysinfo.FormatCPUList(c.Allowed))
+	for i, cl := range c.Classes {
+		name := "little"
+		if i == 0 {
+			name = "big"
+		}
+		fmt.Fprintf(w, "  %-7s %s\n", name, cl.Describe())
+	}
+	fmt.Fprintf(w, "  default: %d threads pinned to the big cores %s (--cpus LIST and -t override)\n", len(c.Fast()), sysinfo.FormatCPUList(c.Fast()))
 }
 
 // writeReclaim says what the kernel takes back ahead of need and what it

@@ -37,6 +37,9 @@ type modelFlags struct {
 	mtp bool
 	// loadMode is --load-mode: auto, mmap, read or mlock.
 	loadMode string
+	// cpus is --cpus; threadsSet says -t was given (else --cpus sets it).
+	cpus       string
+	threadsSet bool
 }
 
 // limitProcs sets GOMAXPROCS to a rank's compute threads when they are
@@ -58,7 +61,9 @@ func limitProcs(threads int) (undo func()) {
 func (f *modelFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.path, "m", "", "model file (GGUF; any part of a split model), or ORG/NAME[:QUANT] from the Hugging Face hub cache")
 	fs.BoolVar(&f.pull, "pull", false, "with -m ORG/NAME:QUANT: download the model when the hub cache lacks it (never done silently)")
-	fs.IntVar(&f.threads, "t", defaultThreads(), "threads")
+	f.threads = defaultThreads()
+	fs.Var(threadsFlag{&f.threads, &f.threadsSet}, "t", "`N` compute threads")
+	fs.StringVar(&f.cpus, "cpus", "", cpusUsage)
 	fs.IntVar(&f.ctx, "c", 0, "context length in tokens (default: the model's, at most 4096)")
 	fs.BoolVar(&f.kvF32, "kv-f32", false, "keep the KV cache in float32 instead of float16")
 	fs.IntVar(&f.batch, "b", 512, "most tokens evaluated in one step (prefill chunk)")
@@ -98,6 +103,9 @@ func (l *loaded) Close() {
 func loadModel(f *modelFlags, seqs int, stderr io.Writer) (*loaded, error) {
 	if f.path == "" {
 		return nil, usagef("-m MODEL is required")
+	}
+	if err := f.place(stderr); err != nil {
+		return nil, err
 	}
 	if f.threads <= 0 {
 		return nil, usagef("-t %d: need at least one thread", f.threads)
@@ -191,5 +199,12 @@ func chooseLoad(file *gguf.Model, est memEstimate, mode gguf.LoadMode, auto bool
 		est.ctx, sysinfo.FormatBytes(uint64(est.scratch)), sysinfo.FormatBytes(uint64(facts.Usable)))
 }
 
-// defaultThreads is the number of cores this process may use.
-func defaultThreads() int { return runtime.NumCPU() }
+// place pins the process as --cpus or the core classes say (placeThreads)
+// and prints the line that says so.
+func (f *modelFlags) place(stderr io.Writer) error {
+	line, _, err := placeThreads(f.cpus, &f.threads, f.threadsSet)
+	if line != "" {
+		fmt.Fprintln(stderr, line)
+	}
+	return err
+}

@@ -26,6 +26,7 @@ func runWorker(args []string, stdout, stderr io.Writer) error {
 	dataListen := fs.String("data-listen", "", "data-plane address the other ranks connect to (default: the --listen host, a free port)")
 	secretFile := fs.String("secret-file", "", "file holding the cluster's shared secret (default: $BRAID_SECRET; none = loopback peers only)")
 	threads := fs.Int("t", defaultThreads(), "threads")
+	cpus := fs.String("cpus", "", cpusUsage)
 	memLimit := fs.String("mem-limit", "", "most memory to offer for a shard, e.g. 24G (default: what the node has usable)")
 	modelsDir := fs.String("models-dir", "", "directory searched for a model by file name when it is not at the coordinator's path")
 	timeout := fs.Duration("timeout", dist.DefaultTimeout, "bound on every network wait")
@@ -38,6 +39,13 @@ func runWorker(args []string, stdout, stderr io.Writer) error {
 	}
 	if *listen == "" {
 		return usagef("--listen HOST:PORT is required")
+	}
+	line, _, err := placeThreads(*cpus, threads, given(fs, "t", "threads"))
+	if err != nil {
+		return err
+	}
+	if line != "" {
+		fmt.Fprintln(stderr, line)
 	}
 	if *threads < 1 {
 		return usagef("-t %d: need at least one thread", *threads)
