@@ -86,6 +86,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	kvF32 := fs.Bool("kv-f32", false, "float32 KV cache")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the runs to this file (go tool pprof)")
 	profile := fs.Bool("profile", false, "with --workers: after the runs, one more decode run timed per rank (compute, all-reduce waits, idle; per layer), bytes sent, communication share, frames per step")
+	noOverlap := fs.Bool("no-overlap", false, "with a layer split and -np > 1: run each decode step over all sequences (as micro-batches) instead of overlapping the steps of groups of them, one group per stage")
 	var cf clusterFlags
 	cf.register(fs)
 	var sf specFlags
@@ -269,6 +270,9 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 						return 0, err
 					}
 				}
+			}
+			if p := overlapPipe(be, np, *noOverlap); p != nil {
+				return decodeOverlapped(p, np, n, *depth, rng, vocab, logits)
 			}
 			start := time.Now()
 			for i := *depth; i < *depth+n; i++ {

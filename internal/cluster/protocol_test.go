@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,7 +12,7 @@ import (
 )
 
 func TestStepRoundTrip(t *testing.T) {
-	m := stepMsg{Step: 42, Full: true, TopK: 7, Ops: []kvOp{{opDrop, 3, 0, 0}, {opCopyPrefix, 5, 4, 17}, {opTruncate, 5, 0, 9}, {opReserve, 6, 0, 100}}}
+	m := stepMsg{Step: 42, Full: true, TopK: 7, Parts: 3, Ops: []kvOp{{opDrop, 3, 0, 0}, {opCopyPrefix, 5, 4, 17}, {opTruncate, 5, 0, 9}, {opReserve, 6, 0, 100}}}
 	m.Batch.Add(10, 0, 1, false)
 	m.Batch.Add(11, 1, 1, true)
 	m.Batch.Add(-5, 7, -1, true)
@@ -23,7 +24,7 @@ func TestStepRoundTrip(t *testing.T) {
 	if err := parseStep(p[1:], &got); err != nil {
 		t.Fatal(err)
 	}
-	if got.Step != 42 || !got.Full || got.TopK != 7 || len(got.Ops) != 4 || got.Ops[1] != m.Ops[1] {
+	if got.Step != 42 || !got.Full || got.TopK != 7 || got.Parts != 3 || len(got.Ops) != 4 || got.Ops[1] != m.Ops[1] {
 		t.Errorf("header %+v", got)
 	}
 	for i := range m.Batch.Tokens {
@@ -35,6 +36,10 @@ func TestStepRoundTrip(t *testing.T) {
 		if err := parseStep(p[1:1+cut], &got); err == nil {
 			t.Errorf("a step cut to %d bytes parsed", cut)
 		}
+	}
+	m.Parts = 0
+	if err := parseStep(appendStep(nil, &m)[1:], &got); err == nil || !strings.Contains(err.Error(), "0 micro-batches") {
+		t.Errorf("a step in 0 micro-batches: %v", err)
 	}
 }
 
@@ -59,7 +64,7 @@ func TestResultRoundTrip(t *testing.T) {
 }
 
 func FuzzParseStep(f *testing.F) {
-	m := stepMsg{Step: 1, TopK: 1, Ops: []kvOp{{opDrop, 1, 0, 0}}}
+	m := stepMsg{Step: 1, TopK: 1, Parts: 1, Ops: []kvOp{{opDrop, 1, 0, 0}}}
 	m.Batch.Add(1, 0, 0, true)
 	f.Add(appendStep(nil, &m)[1:])
 	f.Add([]byte{})

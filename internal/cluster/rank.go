@@ -232,11 +232,11 @@ func (r *rank) waits() (allReduce, pipeline time.Duration) {
 }
 
 // run executes one step on this rank: the KV operations, then the batch.
-// With several pipeline stages the batch runs as micro-batches (the same cut
-// on every rank), so a stage works on the next one while the later stages
-// work on the previous one. The logits of the output rows (this rank's
-// vocabulary slice) are left in r.logits.
-func (r *rank) run(step uint64, ops []kvOp, b *model.Batch) (time.Duration, error) {
+// With several pipeline stages the batch runs as up to parts micro-batches
+// (the same cut on every rank, from the Step message), so a stage works on
+// the next one while the later stages work on the previous one. The logits
+// of the output rows (this rank's vocabulary slice) are left in r.logits.
+func (r *rank) run(step uint64, ops []kvOp, b *model.Batch, parts int) (time.Duration, error) {
 	if r.prof != nil {
 		r.prof.beginStep()
 		defer r.prof.endStep()
@@ -262,9 +262,9 @@ func (r *rank) run(step uint64, ops []kvOp, b *model.Batch) (time.Duration, erro
 	r.logits = r.logits[:rows*V]
 	start := time.Now()
 	n := len(b.Tokens)
-	parts := 1
-	if r.pp > 1 {
-		parts = min(r.pp, n)
+	parts = min(parts, n)
+	if r.pp == 1 {
+		parts = 1
 	}
 	if parts <= 1 {
 		// Forward first: in "return time.Since(start), Forward(...)" the

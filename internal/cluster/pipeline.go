@@ -1,0 +1,175 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"braid/internal/engine"
+	"braid/internal/model"
+)
+
+// A step is launched (Step frames out, this rank's part run) and later
+// collected (every worker's result in, the rows merged). Forward does both
+// at once; engine.Pipeline's Launch and Collect let several steps be in
+// flight on a layer split, so that the first stage (this rank) runs one
+// group of sequences' step while the later stages run another's.
+//
+// Why this stays in step on every rank: each worker runs its Step frames
+// in the order sent and answers each with one result, in order; the data
+// plane's messages carry their step number, and each pair of ranks sees a
+// step's messages in the same order as the step frames. KV operations
+// made between launches (the scheduler ends a collected group's sequences
+// and admits new ones) ride with the next Step frame, so every worker
+// applies them after the steps already launched, as this rank did (its
+// part of those steps ran inside their Launch). The scheduler never
+// touches a sequence of a step in flight.
+
+// flightStep is a launched step not yet collected.
+type flightStep struct {
+	no    uint64
+	rows  int
+	out   engine.Output
+	start time.Time
+	// this rank's part: its time in the step and the waits inside it
+	local, allReduce, pipeline time.Duration
+}
+
+// Stages is the number of pipeline stages: how many steps can be in flight
+// to keep them all busy (engine.Pipeline).
+func (c *Cluster) Stages() int { return c.mode.PP }
+
+// InFlight is the number of launched steps not yet collected.
+func (c *Cluster) InFlight() int { return len(c.flight) }
+
+// Launch starts a step on every rank and returns once this rank's part
+// has run (engine.Pipeline). A step that overlaps others runs whole
+// (split false); split cuts it into one micro-batch per stage, as Forward
+// does. Its rows come from the Collect that finishes it.
+func (c *Cluster) Launch(b *model.Batch, out engine.Output, split bool) error {
+	if c.closed {
+		return errors.New("cluster: closed")
+	}
+	if !c.formed {
+		if err := c.reform(); err != nil {
+			return err
+		}
+	}
+	rows := b.Outputs()
+	if !out.Full && out.TopK <= 0 {
+		out.TopK = 1
+	}
+	if out.Full && rows > c.maxFullRows() {
+		return fmt.Errorf("%w: %d rows of full logits in one pipelined step; a result frame carries at most %d (use Forward)", model.ErrBadBatch, rows, c.maxFullRows())
+	}
+	parts := 1
+	if split {
+		parts = c.mode.PP
+	}
+	return c.launch(b, out, parts)
+}
+
+// Collect waits for the oldest step in flight and writes its output rows
+// into logits (engine.Pipeline).
+func (c *Cluster) Collect(logits []float32) error {
+	if len(c.flight) == 0 {
+		return errors.New("cluster: Collect with no step in flight")
+	}
+	if rows := c.flight[0].rows; len(logits) < rows*c.vocab {
+		err := fmt.Errorf("%w: logits buffer holds %d values, step %d needs %d", model.ErrBadBatch, len(logits), c.flight[0].no, rows*c.vocab)
+		c.teardown(err) // its results and those of the later steps would go unread
+		return err
+	}
+	return c.collect(logits)
+}
+
+// launch sends the Step frame of b (cut into up to parts micro-batches) to
+// every worker and runs this rank's part of it.
+func (c *Cluster) launch(b *model.Batch, out engine.Output, parts int) error {
+	start := time.Now()
+	c.stepNo++
+	msg := stepMsg{Step: c.stepNo, Full: out.Full, TopK: out.TopK, Parts: max(parts, 1), Ops: c.ops, Batch: *b}
+	c.buf = appendStep(c.buf[:0], &msg)
+	c.ops = c.ops[:0]
+	for _, w := range c.workers {
+		if err := c.send(w, c.buf); err != nil {
+			err = fmt.Errorf("%w: step %d: %w", ErrUnavailable, c.stepNo, c.whyGone(w, err))
+			c.teardown(err)
+			return err
+		}
+		w.stepReqs.Add(1)
+	}
+	c.flight = append(c.flight, flightStep{no: c.stepNo, rows: b.Outputs(), out: out, start: start})
+	ld, lerr := c.local.run(c.stepNo, nil, b, msg.Parts)
+	if lerr != nil {
+		// Wake the workers waiting on this rank at once, then gather
+		// what they say about every step in flight: the most telling
+		// cause names the rank that failed.
+		if c.mesh != nil {
+			c.mesh.Close()
+		}
+		var errs []error
+		for _, w := range c.workers {
+			for k := range c.flight {
+				if _, err := c.recvReq(w, w.req-uint64(len(c.flight)-1-k), nil); err != nil {
+					errs = append(errs, err)
+					var re *remoteError
+					if !errors.As(err, &re) {
+						break // the session is gone: nothing more comes
+					}
+				}
+			}
+		}
+		err := c.stepError(lerr, errs)
+		c.teardown(err)
+		return err
+	}
+	f := &c.flight[len(c.flight)-1]
+	f.local = ld
+	f.allReduce, f.pipeline = c.local.waits()
+	return nil
+}
+
+// collect receives every worker's result of the oldest step in flight and
+// merges its rows into logits.
+func (c *Cluster) collect(logits []float32) error {
+	f := c.flight[0]
+	c.flight = append(c.flight[:0], c.flight[1:]...)
+	var errs []error
+	for _, w := range c.workers {
+		// Every step in flight sent each worker one request, and nothing
+		// else is sent meanwhile: this step's is len(c.flight) before the
+		// last.
+		p, err := c.recvReq(w, w.req-uint64(len(c.flight)), nil)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		w.stepResps.Add(1)
+		if err := parseResult(p, &w.res); err != nil {
+			errs = append(errs, c.sessErr(w, err))
+		}
+	}
+	if len(errs) > 0 {
+		err := c.stepError(nil, errs)
+		c.teardown(err)
+		return err
+	}
+	if c.profiling {
+		c.profSteps++
+		c.profTime += time.Since(f.start)
+	}
+	c.localTotals.add(f.local, f.allReduce, f.pipeline)
+	for _, w := range c.workers {
+		w.totals.add(time.Duration(w.res.Compute), time.Duration(w.res.Reduce), time.Duration(w.res.Stage))
+		w.publish()
+	}
+	if f.rows == 0 {
+		return nil
+	}
+	if err := c.merge(f.rows, f.out, logits); err != nil {
+		c.teardown(err)
+		return err
+	}
+	return nil
+}
