@@ -14,9 +14,7 @@ import (
 
 	"braid/internal/engine"
 	"braid/internal/hub"
-	"braid/internal/model"
 	"braid/internal/sample"
-	"braid/internal/spec"
 	"braid/internal/tokenizer"
 )
 
@@ -151,11 +149,6 @@ func benchSpecThreads(sf *specFlags, a benchSpecArgs, l *loaded, mf *modelFlags,
 	defer release()
 	sf.noteCluster(l, stderr)
 	V := l.backend.Vocab()
-	c, err := model.ReadConfig(l.file)
-	if err != nil {
-		return nil, err
-	}
-	recurrent := spec.Recurrent(c)
 	var textIDs []int32
 	if a.prompt != "" {
 		tok, err := tokenizer.FromGGUF(l.file)
@@ -188,7 +181,6 @@ func benchSpecThreads(sf *specFlags, a benchSpecArgs, l *loaded, mf *modelFlags,
 				g := engine.NewGenerator(l.backend)
 				if nmax > 0 {
 					sp := sf.spec(l, d, nmax, st)
-					sp.Checkpoint = recurrent
 					if g, err = engine.NewSpecGenerator(l.backend, sp); err != nil {
 						return nil, err
 					}

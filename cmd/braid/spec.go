@@ -253,22 +253,9 @@ func (f *specFlags) prepare(mf *modelFlags, cf *clusterFlags, stderr io.Writer) 
 	return f.checkTarget(mf.path, cf.active())
 }
 
-// prepareServe is prepare for the server, which also refuses a target its
-// batches cannot speculate on, before it listens.
+// prepareServe is prepare for the server.
 func (f *specFlags) prepareServe(mf *modelFlags, cf *clusterFlags, stderr io.Writer) error {
-	if err := f.prepare(mf, cf, stderr); err != nil || !f.active() || mf.path == "" {
-		return err
-	}
-	file, err := gguf.Open(mf.path)
-	if err != nil {
-		return err
-	}
-	defer file.Close()
-	c, err := model.ReadConfig(file)
-	if err != nil {
-		return err
-	}
-	return spec.CheckBatched(c)
+	return f.prepare(mf, cf, stderr)
 }
 
 // generator is the loaded model's generator: plain, or speculative with
@@ -278,17 +265,12 @@ func (f *specFlags) generator(l *loaded, mf *modelFlags, stderr io.Writer) (*eng
 	if !f.active() {
 		return engine.NewGenerator(l.backend), nil, func() {}, nil
 	}
-	c, err := model.ReadConfig(l.file)
-	if err != nil {
-		return nil, nil, nil, err
-	}
 	d, release, err := f.drafter(l, mf, 1, stderr)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	st := &engine.SpecStats{}
 	sp := f.spec(l, d, f.nmaxs[0], st)
-	sp.Checkpoint = spec.Recurrent(c)
 	g, err := engine.NewSpecGenerator(l.backend, sp)
 	if err != nil {
 		release()
@@ -305,13 +287,6 @@ func (f *specFlags) generator(l *loaded, mf *modelFlags, stderr io.Writer) (*eng
 func (f *specFlags) schedSpec(l *loaded, mf *modelFlags, parallel int, stderr io.Writer) (*engine.Spec, func(), error) {
 	if !f.active() {
 		return nil, func() {}, nil
-	}
-	c, err := model.ReadConfig(l.file)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := spec.CheckBatched(c); err != nil {
-		return nil, nil, err
 	}
 	d, release, err := f.drafter(l, mf, parallel, stderr)
 	if err != nil {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"time"
 
@@ -47,6 +48,50 @@ type Backend interface {
 	// Close releases what the backend owns (on a cluster: the connections;
 	// the workers keep their weights for a fast re-join).
 	Close() error
+}
+
+// Resumer is a Backend that says where a sequence can continue and keeps
+// the snapshots that let a model with recurrent layers (whose state holds
+// the last position only) continue elsewhere than at a sequence's end:
+// kvcache.Cache's ResumePoint, Snapshot and Forget, on every rank. Local
+// and the cluster implement it; without it a recurrent model's sequences
+// resume at their end only (see resumePoint).
+type Resumer interface {
+	ResumePoint(seq kvcache.SeqID, n int) int
+	Snapshot(seq kvcache.SeqID, n int) error
+	Forget(seq kvcache.SeqID, from int)
+}
+
+// resumePoint is the longest length up to n (and Len(seq)) at which seq
+// can continue on b.
+func resumePoint(b Backend, seq kvcache.SeqID, n int) int {
+	if r, ok := b.(Resumer); ok {
+		return r.ResumePoint(seq, n)
+	}
+	n = min(n, b.Len(seq))
+	if b.KVConfig().Recurrent() && n != b.Len(seq) {
+		return 0
+	}
+	return n
+}
+
+// snapshot keeps seq's state at length n on b: nothing to do for a model
+// without recurrent layers, an error for one on a backend that cannot.
+func snapshot(b Backend, seq kvcache.SeqID, n int) error {
+	if r, ok := b.(Resumer); ok {
+		return r.Snapshot(seq, n)
+	}
+	if b.KVConfig().Recurrent() {
+		return fmt.Errorf("%w: this backend keeps no snapshots of recurrent state", kvcache.ErrNotResumable)
+	}
+	return nil
+}
+
+// forget releases seq's snapshots from length from on b.
+func forget(b Backend, seq kvcache.SeqID, from int) {
+	if r, ok := b.(Resumer); ok {
+		r.Forget(seq, from)
+	}
 }
 
 // Healer is a Backend that can check and repair itself between requests: a
@@ -161,6 +206,15 @@ func (l *Local) CopyPrefix(dst, src kvcache.SeqID, n int) error {
 
 // Truncate shortens seq to n positions.
 func (l *Local) Truncate(seq kvcache.SeqID, n int) error { return l.Cache.Truncate(seq, n) }
+
+// ResumePoint is the longest length up to n at which seq can continue.
+func (l *Local) ResumePoint(seq kvcache.SeqID, n int) int { return l.Cache.ResumePoint(seq, n) }
+
+// Snapshot keeps seq's recurrent state at length n.
+func (l *Local) Snapshot(seq kvcache.SeqID, n int) error { return l.Cache.Snapshot(seq, n) }
+
+// Forget releases seq's snapshots at lengths from and above.
+func (l *Local) Forget(seq kvcache.SeqID, from int) { l.Cache.Forget(seq, from) }
 
 // KVConfig is the cache's configuration.
 func (l *Local) KVConfig() kvcache.Config { return l.Cache.Config() }

@@ -554,11 +554,32 @@ func (s *Scheduler) place(st *Stream) (*seq, error) {
 		s.b.Drop(id)
 		return nil, fmt.Errorf("engine: no KV room for %d positions: %w", limit, err)
 	}
+	// A model with recurrent layers keeps its state before the prompt's
+	// last token, where a later prompt that repeats or extends this one
+	// resumes (the state at the end of the sequence serves only one that
+	// continues its generated tokens as they are). Best effort: without a
+	// slot, even after evicting cached sequences, the prompt just runs.
+	if P := len(j.Prompt); P > 1 && s.cfg.PrefixCache > 0 && s.b.KVConfig().Recurrent() {
+		_ = s.snapshotRetry(id, P-1)
+	}
 	for _, t := range j.Prompt {
 		j.Sampler.Accept(t)
 	}
 	s.reusedToks.Add(int64(q.cached))
 	return q, nil
+}
+
+// snapshotRetry keeps seq's state at length n (snapshot), evicting cached
+// sequences (oldest first) while there is no slot for it. (A closure for
+// reserveRetry would cost an allocation per verified draft.)
+func (s *Scheduler) snapshotRetry(seq kvcache.SeqID, n int) error {
+	for {
+		err := snapshot(s.b, seq, n)
+		if err == nil || !errors.Is(err, kvcache.ErrFull) || len(s.lru) == 0 {
+			return err
+		}
+		s.evict(0)
+	}
 }
 
 // reserveRetry runs op, evicting cached sequences (oldest first) while it
@@ -582,8 +603,11 @@ func (s *Scheduler) newID() kvcache.SeqID {
 	}
 }
 
-// longestPrefix finds the cached sequence sharing the longest prefix with
-// prompt, capped at len(prompt)-1.
+// longestPrefix finds the cached sequence from which prompt resumes
+// furthest: the longest prefix it shares with prompt (capped at
+// len(prompt)-1), cut back to where the cache can continue it (for a
+// model with recurrent layers, the sequence's end or a snapshot). It
+// returns the sequence's index in the LRU and that length.
 func (s *Scheduler) longestPrefix(prompt []int32) (int, int) {
 	best, bestN := -1, 0
 	for i := len(s.lru) - 1; i >= 0; i-- {
@@ -591,6 +615,9 @@ func (s *Scheduler) longestPrefix(prompt []int32) (int, int) {
 		n := 0
 		for n < len(c) && n < len(prompt)-1 && c[n] == prompt[n] {
 			n++
+		}
+		if n > bestN {
+			n = resumePoint(s.b, s.lru[i].id, n)
 		}
 		if n > bestN {
 			best, bestN = i, n

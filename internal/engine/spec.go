@@ -123,15 +123,6 @@ type Spec struct {
 	SynthSeed  uint64
 	// Stats, when set, accumulates the counts.
 	Stats *SpecStats
-	// Checkpoint is set (by Validate) when the target keeps recurrent
-	// state (DeltaNet layers), which cannot be truncated back past a
-	// rejected draft: before each verification the sequence is copied
-	// (CopyPrefix copies its state), and after a rejection restored from
-	// the copy and the accepted tokens evaluated again. A rejection then
-	// costs a second, shorter step; the adaptive length measures it. Set
-	// it beforehand for a cluster whose coordinator holds none of the
-	// recurrent layers.
-	Checkpoint bool
 	// Exact, when set, is called with the tokens of a verification step
 	// before it runs and with 0 after: kernels.Pool.SetExactColumns of the
 	// target's pools (every rank's), so that the step computes each token
@@ -166,15 +157,15 @@ func (s *Spec) Validate(b Backend) error {
 			return fmt.Errorf("speculative decoding: this drafter reads the model's hidden states, which only a model on this node returns (not a cluster)")
 		}
 	}
-	if b.KVConfig().StateLayers() > 0 {
-		s.Checkpoint = true
-	}
 	return CheckRollback(b.KVConfig(), s.NMax)
 }
 
 // CheckTruncate refuses a cache with recurrent-state layers (DeltaNet)
-// where a sequence must be truncated: their one state per sequence holds
-// the last position only (see Spec.Checkpoint for how a target copes).
+// where a sequence must be truncated to any length (a draft model's own
+// cache): their one state per sequence holds the last position only. A
+// target copes with snapshots: before each verification it keeps the
+// state after the pending token and after each draft but the last, and a
+// rejection makes the one it stops at the live state (kvcache.Snapshot).
 func CheckTruncate(cfg kvcache.Config) error {
 	if cfg.StateLayers() > 0 {
 		return fmt.Errorf("its %d recurrent (DeltaNet) layers keep one state per sequence that cannot be rolled back past a rejected draft", cfg.StateLayers())
@@ -185,7 +176,7 @@ func CheckTruncate(cfg kvcache.Config) error {
 // CheckRollback says whether a cache can drop rejected drafts: a
 // sliding-window ring holds the window plus the largest step, enough to
 // resume after a step of at most MaxStep positions. (Recurrent state is
-// checkpointed instead, see Spec.Checkpoint.)
+// rolled back to snapshots instead, see CheckTruncate.)
 func CheckRollback(cfg kvcache.Config, nmax int) error {
 	if cfg.WindowLayers() > 0 && cfg.MaxStep > 0 && nmax+1 > cfg.MaxStep {
 		return fmt.Errorf("speculative decoding: a step of %d tokens exceeds the %d the sliding-window rings hold beyond their window (-b)", nmax+1, cfg.MaxStep)

@@ -113,9 +113,6 @@ func (s *Scheduler) initSpec() error {
 	if err := sp.Validate(s.b); err != nil {
 		return err
 	}
-	if sp.Checkpoint {
-		return fmt.Errorf("speculative decoding inside the server's batches: %w (checkpoints are made only by the one-sequence generator, braid run and bench)", CheckTruncate(s.b.KVConfig()))
-	}
 	V, P := s.b.Vocab(), s.cfg.Parallel
 	if need := P * (sp.NMax + 1); need > s.cfg.StepTokens {
 		return fmt.Errorf("engine: %d slots with up to %d drafts each need steps of %d tokens, the step budget is %d", P, sp.NMax, need, s.cfg.StepTokens)
@@ -314,6 +311,22 @@ func (s *Scheduler) stepSpec() {
 			r.Toks = nil
 		}
 	}
+	// A model with recurrent layers keeps the state after each pending
+	// token and each draft but the last, where a rejection rolls back to
+	// (1 + k slots per sequence with the live state); without a slot for
+	// one, even after evicting cached sequences, the drafts stop before it.
+	if s.b.KVConfig().Recurrent() {
+		for _, q := range sp.dec {
+			st := sp.seqs[q.id]
+			n := len(q.toks) - 1
+			for i := range st.drafts {
+				if err := s.snapshotRetry(q.id, n+1+i); err != nil {
+					st.drafts = st.drafts[:i]
+					break
+				}
+			}
+		}
+	}
 	// The batch: every decoding sequence's pending token and drafts, then
 	// prompt chunks under what is left of the budget.
 	s.batch.Reset()
@@ -480,6 +493,7 @@ func (s *Scheduler) verifyInto(q *seq, st *seqSpec, now time.Time) (Finish, erro
 			return FinishError, fmt.Errorf("engine: dropping rejected drafts: %w", err)
 		}
 	}
+	forget(s.b, q.id, n+1)
 	st.rows = 0
 	for i, id := range v.out {
 		if f := s.emit(q, id, rows[i*V:(i+1)*V], now); f != FinishNone {

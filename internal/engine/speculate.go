@@ -90,12 +90,7 @@ func (g *Generator) generateSpec(ctx context.Context, r Request) (st Stats, err 
 	V := g.b.Vocab()
 	g.b.Drop(r.Seq)
 	defer g.b.Drop(r.Seq)
-	// The checkpoint of a recurrent model's sequence (Spec.Checkpoint).
-	shadow := kvcache.SeqID(-1 - int64(r.Seq))
-	if s.cfg.Checkpoint {
-		g.b.Drop(shadow)
-		defer g.b.Drop(shadow)
-	}
+	recurrent := g.b.KVConfig().Recurrent()
 	s.cfg.Drafter.End(r.Seq)
 	defer s.cfg.Drafter.End(r.Seq)
 	params := r.Sampler.Params()
@@ -196,13 +191,19 @@ func (g *Generator) generateSpec(ctx context.Context, r Request) (st Stats, err 
 			s.drafts, sampled = q.Out[:min(len(q.Out), k)], q.Sampled
 			q.Toks = nil
 		}
-		if len(s.drafts) > 0 && s.cfg.Checkpoint {
-			// A copy of the sequence as it is, state included.
-			if err := g.b.CopyPrefix(shadow, r.Seq, n); err != nil {
-				if !errors.Is(err, kvcache.ErrFull) {
-					return st, fmt.Errorf("engine: checkpoint before verifying: %w", err)
+		if recurrent {
+			// The state after the pending token and after each draft but
+			// the last, the lengths a rejection rolls back to (1 + k
+			// slots with the live state). Without a slot for one, the
+			// drafts stop before it.
+			for i := range s.drafts {
+				if err := snapshot(g.b, r.Seq, n+1+i); err != nil {
+					if !errors.Is(err, kvcache.ErrFull) {
+						return st, fmt.Errorf("engine: keeping the state before verifying: %w", err)
+					}
+					s.drafts = s.drafts[:i]
+					break
 				}
-				s.drafts = s.drafts[:0] // no room for the copy: a plain step
 			}
 		}
 		g.batch.Reset()
@@ -226,9 +227,15 @@ func (g *Generator) generateSpec(ctx context.Context, r Request) (st Stats, err 
 			s.cfg.Stats.record(kd, accepted, len(s.out))
 		}
 		if accepted < kd {
-			if err := g.rollback(r.Seq, shadow, toks[n], n, accepted); err != nil {
+			if err := g.b.Truncate(r.Seq, n+1+accepted); err != nil {
+				if errors.Is(err, kvcache.ErrNotResumable) {
+					return st, fmt.Errorf("engine: speculative decoding cannot roll back: %w", err)
+				}
 				return st, err
 			}
+		}
+		if recurrent && kd > 0 {
+			forget(g.b, r.Seq, n+1)
 		}
 		s.ctl.Update(kd, accepted, time.Since(stepStart))
 		if s.hd != nil {
@@ -254,39 +261,6 @@ func (g *Generator) generateSpec(ctx context.Context, r Request) (st Stats, err 
 		}
 		toks = append(toks, s.out...)
 	}
-}
-
-// rollback drops the rejected drafts from seq, whose pending token tok is
-// at position n and whose first accepted drafts are kept: a truncation, or
-// for a recurrent model the checkpoint restored and the kept tokens
-// evaluated again (exactly as the verification did them).
-func (g *Generator) rollback(seq, shadow kvcache.SeqID, tok int32, n, accepted int) error {
-	s := g.spec
-	if !s.cfg.Checkpoint {
-		if err := g.b.Truncate(seq, n+1+accepted); err != nil {
-			if errors.Is(err, kvcache.ErrNotResumable) {
-				return fmt.Errorf("engine: speculative decoding cannot roll back: %w", err)
-			}
-			return err
-		}
-		return nil
-	}
-	if err := g.b.CopyPrefix(seq, shadow, n); err != nil {
-		return fmt.Errorf("engine: restoring the checkpoint: %w", err)
-	}
-	g.batch.Reset()
-	g.batch.Add(tok, int32(n), seq, false)
-	for i, d := range s.drafts[:accepted] {
-		g.batch.Add(d, int32(n+1+i), seq, false)
-	}
-	if s.cfg.Exact != nil {
-		s.cfg.Exact(accepted + 1)
-		defer s.cfg.Exact(0)
-	}
-	if err := g.b.Forward(&g.batch, Output{TopK: 1}, nil); err != nil {
-		return fmt.Errorf("engine: evaluating the accepted drafts again: %w", err)
-	}
-	return nil
 }
 
 // verify decides what the target keeps of the drafts s.drafts given its
