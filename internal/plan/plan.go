@@ -116,6 +116,11 @@ type RankPlan struct {
 	// positions, and its step buffers plus one row of logits per sequence.
 	Weights, KV, Scratch int64
 	Mem                  int64 // available, 0 = unknown
+	// State is the part of KV that the recurrent layers' state slots
+	// take (live states and their snapshots, model.StateSlotsPerSeq per
+	// sequence), Slots their count and SlotBytes one slot on this rank.
+	State, SlotBytes int64
+	Slots            int
 }
 
 // Total is the rank's memory need.
@@ -238,13 +243,18 @@ func Compute(c *model.Config, blk model.Blocks, weightBytes func(*model.Shard) (
 		if err != nil {
 			return nil, fmt.Errorf("plan: rank %d (%s): %w", i, req.Ranks[i].Name, err)
 		}
-		kv := model.KVBytes(model.CacheConfig(c, sh, model.CacheSize{Positions: req.Ctx * par, Ctx: req.Ctx, MaxStep: batch, F32: req.KVF32}))
+		cc := model.CacheConfig(c, sh, model.CacheSize{Positions: req.Ctx * par, Ctx: req.Ctx, MaxStep: batch, F32: req.KVF32})
+		kv := model.KVBytes(cc)
 		scratch := model.ScratchBytes(c, sh, batch, threads, req.Ctx)
 		if sh.LastStage(c) {
 			scratch += 4 * int64(sh.Vocab()) * int64(max(par, 1))
 		}
-		p.Ranks = append(p.Ranks, RankPlan{Rank: i, Name: req.Ranks[i].Name, Stage: i / req.Mode.TP, Shard: *sh,
-			Weights: wb, KV: kv, Scratch: scratch, Mem: req.Ranks[i].Mem})
+		rp := RankPlan{Rank: i, Name: req.Ranks[i].Name, Stage: i / req.Mode.TP, Shard: *sh,
+			Weights: wb, KV: kv, Scratch: scratch, Mem: req.Ranks[i].Mem, State: cc.StateBytes(), Slots: cc.Slots}
+		if cc.Slots > 0 {
+			rp.SlotBytes = rp.State / int64(cc.Slots)
+		}
+		p.Ranks = append(p.Ranks, rp)
 	}
 	for i := range p.Ranks {
 		if !p.Ranks[i].Fits() {
@@ -348,6 +358,16 @@ func (p *Plan) Table() string {
 			}
 		}
 		b.WriteByte('\n')
+	}
+	for i := range p.Ranks {
+		if r := &p.Ranks[i]; r.Slots > 0 {
+			if i == 0 {
+				fmt.Fprintf(&b, "\nrecurrent state (in the kv cache): %d slots, %d per sequence (the live state and the snapshot before the prompt's last token, for the running sequence and 4 cached prefixes; a speculative step borrows one per draft)\n",
+					r.Slots, model.StateSlotsPerSeq)
+			}
+			fmt.Fprintf(&b, "  rank %d: %s per slot, %s per sequence, %s in all\n", r.Rank, Bytes(r.SlotBytes),
+				Bytes(r.SlotBytes*model.StateSlotsPerSeq), Bytes(r.State))
+		}
 	}
 	if len(p.Notes) > 0 {
 		b.WriteString("\nnotes:\n")
