@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
@@ -290,8 +291,10 @@ func (c *checker) gather(o object) {
 func (c *checker) workload(file, where string, sel *metav1.LabelSelector, t *corev1.PodTemplateSpec) *pod {
 	if sel == nil || len(sel.MatchLabels) == 0 && len(sel.MatchExpressions) == 0 {
 		c.problem(file, "%s: spec.selector is required", where)
-	} else if !selects(sel.MatchLabels, t.Labels) || len(sel.MatchExpressions) > 0 {
-		c.problem(file, "%s: spec.selector %v does not select its template's labels %v (the API server refuses it)", where, sel.MatchLabels, t.Labels)
+	} else if s, err := metav1.LabelSelectorAsSelector(sel); err != nil {
+		c.problem(file, "%s: spec.selector: %v", where, err)
+	} else if !s.Matches(labels.Set(t.Labels)) {
+		c.problem(file, "%s: spec.selector %s does not select its template's labels %v (the API server refuses it)", where, s, t.Labels)
 	}
 	return c.addPod(file, where, t)
 }

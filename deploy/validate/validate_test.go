@@ -235,6 +235,7 @@ func TestCatchesBrokenFiles(t *testing.T) {
 		{file: workers, old: "publishNotReadyAddresses: true", new: "publishNotReadyAddresses: false", want: "publishNotReadyAddresses"},
 		{file: workers, old: "- name: braid\n      port: 7000", new: "- name: control\n      port: 7000", want: "no port named braid"},
 		{file: lws, old: "app.kubernetes.io/component: leader\n  ports:", new: "app.kubernetes.io/component: leaders\n  ports:", want: "matches no pod template"},
+		{file: workers, old: "    matchLabels:\n      app.kubernetes.io/name: braid\n      app.kubernetes.io/component: worker", new: "    matchLabels:\n      app.kubernetes.io/name: braid\n      app.kubernetes.io/component: workers", want: "does not select its template's labels"},
 		// Files and folders.
 		{file: "kubernetes/kustomization.yaml", new: "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [leaderworkerset.yaml]\n", want: "breaks `kubectl apply -f kubernetes/`"},
 		{file: "kubernetes/secret.yaml", new: "apiVersion: v1\nkind: Secret\nmetadata:\n  name: braid-secret\nstringData:\n  secret: hunter2hunter2\n", want: "commit no secret"},
