@@ -18,7 +18,9 @@
 #
 # Env: ROUNDS (5), MIB (128), FORMATS ("q4_K q6_K q5_K q8_0 iq4_xs mxfp4
 # f16"), BENCHTIME (braid iterations per measurement, 20), NICE (-20 when
-# root, else 0).
+# root, else 0), BASE_TEST (a kernels test binary built from another commit,
+# `go test -c ./internal/kernels/`: measured in the same rounds as a
+# "braid before" column, for A/B of a kernel change).
 set -euo pipefail
 ROUNDS=${ROUNDS:-5} MIB=${MIB:-128} BENCHTIME=${BENCHTIME:-20}
 FORMATS=${FORMATS:-"q4_K q6_K q5_K q8_0 iq4_xs mxfp4 f16"}
@@ -79,10 +81,20 @@ if [ -n "${LLAMA_CPP_BIN:-}" ]; then
 	echo
 fi
 
+if [ -n "${BASE_TEST:-}" ]; then
+	[ -x "$BASE_TEST" ] || { echo "BASE_TEST=$BASE_TEST: not an executable test binary" >&2; exit 2; }
+	"$BASE_TEST" -test.list 'DecodeFormats' | grep -q DecodeFormats ||
+		{ echo "BASE_TEST=$BASE_TEST has no BenchmarkDecodeFormats" >&2; exit 2; }
+fi
+
 for r in $(seq 1 "$ROUNDS"); do
 	echo "round $r/$ROUNDS (load $(cut -d' ' -f1 /proc/loadavg 2>/dev/null))" >&2
 	BRAID_THREADS=1 nice -n "$NICE" "$out/kernels.test" -test.run XXX -test.bench 'MemRead' -test.benchtime 3x >>"$out/memread.txt"
 	for t in $FORMATS; do
+		if [ -n "${BASE_TEST:-}" ]; then
+			BRAID_THREADS=1 BRAID_BENCH_MIB=$MIB nice -n "$NICE" "$BASE_TEST" -test.run XXX \
+				-test.bench "DecodeFormats/Cold/${GGML_NAME[$t]}/" -test.benchtime "${BENCHTIME}x" >>"$out/base.txt"
+		fi
 		BRAID_THREADS=1 BRAID_BENCH_MIB=$MIB nice -n "$NICE" "$out/kernels.test" -test.run XXX \
 			-test.bench "DecodeFormats/Cold/${GGML_NAME[$t]}/" -test.benchtime "${BENCHTIME}x" >>"$out/braid.txt"
 		if [ -n "$llama" ]; then
@@ -101,12 +113,19 @@ def stat(xs): return statistics.median(xs), min(xs), max(xs)
 def fmt(s): return f"{s[0]:.1f} [{s[1]:.1f}-{s[2]:.1f}]"
 mem = [float(m) for m in re.findall(r"([\d.]+) GB/s", open(f"{out}/memread.txt").read())]
 print(f"\nread bandwidth, 1 thread (BenchmarkMemRead, 2 GiB, median [range] of {len(mem)}): {fmt(stat(mem))} GB/s")
-braid, llama, shape = {}, {}, {}
-for line in open(f"{out}/braid.txt"):
-    m = re.match(r"BenchmarkDecodeFormats/Cold/(\w+)/(\d+)x(\d+)\S*\s+\d+\s+[\d.]+ ns/op.*?([\d.]+) GB/s", line)
-    if m:
-        braid.setdefault(m[1], []).append(float(m[4]))
-        shape[m[1]] = (int(m[2]), int(m[3]))
+braid, base, llama, shape = {}, {}, {}, {}
+def read_braid(path, into):
+    try:
+        lines = open(path).readlines()
+    except FileNotFoundError:
+        return
+    for line in lines:
+        m = re.match(r"BenchmarkDecodeFormats/Cold/(\w+)/(\d+)x(\d+)\S*\s+\d+\s+[\d.]+ ns/op.*?([\d.]+) GB/s", line)
+        if m:
+            into.setdefault(m[1], []).append(float(m[4]))
+            shape[m[1]] = (int(m[2]), int(m[3]))
+read_braid(f"{out}/braid.txt", braid)
+read_braid(f"{out}/base.txt", base)
 try:
     for line in open(f"{out}/llama.txt"):
         m = re.search(r"name=decode_(\w+),.*?([\d.]+) us/run", line)
@@ -114,8 +133,10 @@ try:
             llama.setdefault(names[m[1]], []).append(float(m[2]))
 except FileNotFoundError:
     pass
-print(f"\n| format | rows x cols | MiB | braid GB/s | llama.cpp GB/s | braid/llama.cpp | braid, share of its Q4_K | llama.cpp, share of its Q4_K |")
-print("|---|---|---|---|---|---|---|---|")
+bcol = "| braid before GB/s | before, share of its Q4_K " if base else ""
+print(f"\n| format | rows x cols | MiB {bcol}| braid GB/s | llama.cpp GB/s | braid/llama.cpp | braid, share of its Q4_K | llama.cpp, share of its Q4_K |")
+print("|---|---|---|" + ("---|---|" if base else "") + "---|---|---|---|---|")
+bb4 = statistics.median(base["Q4_K"]) if "Q4_K" in base else None
 bq4 = statistics.median(braid["Q4_K"]) if "Q4_K" in braid else None
 lq4 = None
 rows = []
@@ -137,6 +158,10 @@ for n, r, c, size, b, l in rows:
     ratio = f"{b[0] / l[0]:.2f}x" if l else "-"
     bshare = f"{b[0] / bq4 * 100:.0f} %" if bq4 else "-"
     lshare = f"{l[0] / lq4 * 100:.0f} %" if l and lq4 else "-"
-    print(f"| {n} | {r}x{c} | {size / 2**20:.0f} | {fmt(b)} | {ls} | {ratio} | {bshare} | {lshare} |")
+    before = ""
+    if base:
+        bs_ = stat(base[n]) if n in base else None
+        before = (f"{fmt(bs_)} | " + (f"{bs_[0] / bb4 * 100:.0f} %" if bb4 else "-") + " | ") if bs_ else "- | - | "
+    print(f"| {n} | {r}x{c} | {size / 2**20:.0f} | {before}{fmt(b)} | {ls} | {ratio} | {bshare} | {lshare} |")
 PY
 echo "raw results: $out"
