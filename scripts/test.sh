@@ -22,13 +22,14 @@ go test -count=1 ./...
 # well (one shared model per architecture, every split), and the run above
 # has every case; the race detector slows the model tests most (on 2 cores
 # shared with other jobs this run took 3-6 minutes of an 8-12 minute suite).
-# hub is here for its parallel ranged downloads.
+# hub is here for its parallel ranged downloads, discover for its waits and
+# its in-process DNS server.
 if ! command -v "$(go env CC)" >/dev/null 2>&1; then
 	echo "FAIL: no C compiler ($(go env CC)) on PATH; go test -race needs cgo (apt-get install gcc)" >&2
 	exit 1
 fi
 echo "race detector over the concurrent packages:"
-CGO_ENABLED=1 go test -count=1 -race -short ./internal/dist/... ./internal/cluster ./internal/engine ./internal/server ./internal/model ./internal/hub
+CGO_ENABLED=1 go test -count=1 -race -short ./internal/dist/... ./internal/cluster ./internal/engine ./internal/server ./internal/model ./internal/hub ./internal/discover/...
 
 qemu=""
 for q in qemu-aarch64-static qemu-aarch64; do

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"braid/internal/cluster"
+	"braid/internal/discover"
 	"braid/internal/dist"
 	"braid/internal/engine"
 	"braid/internal/gguf"
@@ -29,6 +31,12 @@ type clusterFlags struct {
 	secretFile  string
 	timeout     time.Duration
 	spin        time.Duration
+	discover    string
+	workerPort  int
+	waitWorkers time.Duration
+	ranks       int
+	// log receives what discovery finds (default: standard error).
+	log *slog.Logger
 }
 
 func (f *clusterFlags) register(fs *flag.FlagSet) {
@@ -39,10 +47,100 @@ func (f *clusterFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.secretFile, "secret-file", "", "file holding the cluster's shared secret (default: $BRAID_SECRET; none = loopback only)")
 	fs.DurationVar(&f.timeout, "net-timeout", dist.DefaultTimeout, "with --workers: bound on every network wait")
 	fs.DurationVar(&f.spin, "net-spin", dist.DefaultSpin, "with --workers: how long every rank polls for a peer's message before it sleeps (0 = never; polling keeps a waiting CPU awake, which all-reduces need)")
+	fs.StringVar(&f.discover, "discover", "", "find the workers: lws (LeaderWorkerSet's environment; the default when LWS_GROUP_SIZE > 1 and neither --workers nor --cluster is given), dns:NAME (SRV records _braid._tcp.NAME, else NAME's A/AAAA records; rank = StatefulSet ordinal + 1) or none")
+	fs.IntVar(&f.workerPort, "worker-port", 7000, "with --discover: the workers' control port where discovery gives none")
+	fs.DurationVar(&f.waitWorkers, "wait-workers", 0, "how long to wait, retrying with backoff, for workers that are not up yet (default 10s, at most --net-timeout; 15m with --discover)")
+	fs.IntVar(&f.ranks, "ranks", 0, "with --discover dns:NAME: ranks in all, this node included (waits until the N-1 workers are listed)")
 }
 
 // active says whether the model runs on a cluster.
-func (f *clusterFlags) active() bool { return f.workers != "" || f.file != "" }
+func (f *clusterFlags) active() bool {
+	if f.workers != "" || f.file != "" {
+		return true
+	}
+	m, err := f.mode()
+	return err != nil || m.Kind != "none" // a bad --discover is config's to report
+}
+
+// mode is the discovery in force: --discover, else lws when
+// LeaderWorkerSet's environment names a group of more than one pod and
+// neither --workers nor --cluster is given, else none.
+func (f *clusterFlags) mode() (discover.Mode, error) {
+	if f.discover != "" {
+		return discover.ParseMode(f.discover)
+	}
+	if f.workers == "" && f.file == "" {
+		if v, ok := os.LookupEnv(discover.EnvSize); ok {
+			if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n > 1 {
+				return discover.Mode{Kind: "lws"}, nil
+			}
+		}
+	}
+	return discover.Mode{Kind: "none"}, nil
+}
+
+func (f *clusterFlags) logger() *slog.Logger {
+	if f.log != nil {
+		return f.log
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, nil))
+}
+
+// discoverNodes finds the workers in rank order as mode says, waiting
+// until deadline for a DNS listing to be complete.
+func (f *clusterFlags) discoverNodes(mode discover.Mode, res *net.Resolver, deadline time.Time) ([]cluster.Node, error) {
+	log := f.logger()
+	port := f.workerPort
+	if port == 0 {
+		port = 7000
+	}
+	var addrs []string
+	switch mode.Kind {
+	case "lws":
+		l, ok, err := discover.ReadLWS(os.LookupEnv)
+		if err != nil {
+			return nil, usagef("--discover lws: %v", err)
+		}
+		if !ok {
+			return nil, usagef("--discover lws: %s is not set: not in a LeaderWorkerSet pod", discover.EnvSize)
+		}
+		if f.ranks != 0 && f.ranks != l.Size {
+			return nil, usagef("--ranks %d but %s=%d", f.ranks, discover.EnvSize, l.Size)
+		}
+		if addrs, err = l.Workers(port); err != nil {
+			return nil, usagef("--discover lws: %v", err)
+		}
+		if len(addrs) == 0 {
+			return nil, usagef("--discover lws: %s=%d: a group of one has no workers", discover.EnvSize, l.Size)
+		}
+		log.Info("discover: LeaderWorkerSet", "leader", l.Leader, "group_size", l.Size, "worker_index", l.Index)
+		for i, a := range addrs {
+			log.Info("discover: worker", "rank", i+1, "addr", a, "from", "lws")
+		}
+	case "dns":
+		if f.ranks < 2 {
+			return nil, usagef("--discover %s needs --ranks N: the ranks in all, this node included (N >= 2)", mode)
+		}
+		r := discover.Resolver(net.DefaultResolver)
+		if res != nil {
+			r = res
+		}
+		ws, err := discover.Wait(context.Background(), r, mode.Name, f.ranks-1, port, time.Until(deadline), log)
+		if err != nil {
+			return nil, err
+		}
+		for _, w := range ws {
+			addrs = append(addrs, w.Addr)
+		}
+	default:
+		return nil, fmt.Errorf("--discover %s: nothing to discover", mode)
+	}
+	nodes := make([]cluster.Node, len(addrs))
+	for i, a := range addrs {
+		nodes[i] = cluster.Node{Addr: a}
+	}
+	return nodes, nil
+}
 
 // config turns the flags into a cluster configuration for the model at
 // path (which a cluster file may give instead).
@@ -51,6 +149,38 @@ func (f *clusterFlags) config(path string) (cluster.Config, error) {
 	if f.workers != "" && f.file != "" {
 		return cfg, usagef("give --workers or --cluster, not both")
 	}
+	mode, err := f.mode()
+	if err != nil {
+		return cfg, usageError{err}
+	}
+	if mode.Kind != "none" && (f.workers != "" || f.file != "") {
+		return cfg, usagef("--discover %s finds the workers: give it, --workers or --cluster, not two", mode)
+	}
+	if mode.Kind == "none" && f.ranks != 0 {
+		return cfg, usagef("--ranks needs --discover")
+	}
+	res, dnsServer, err := discover.ResolverFromEnv(os.LookupEnv)
+	if err != nil {
+		return cfg, err
+	}
+	if res != nil {
+		f.logger().Info("discover: names resolve through "+discover.EnvDNSServer, "server", dnsServer)
+	}
+	cfg.Resolver = res
+	wait := f.waitWorkers
+	if wait < 0 {
+		return cfg, usagef("--wait-workers %v: must not be negative", wait)
+	}
+	if wait == 0 {
+		wait = min(f.timeout, 10*time.Second)
+		if f.timeout <= 0 {
+			wait = 10 * time.Second
+		}
+		if mode.Kind != "none" {
+			wait = 15 * time.Minute
+		}
+	}
+	deadline := time.Now().Add(wait)
 	if !f.active() {
 		if f.split != "" || f.tensorSplit != "" {
 			return cfg, usagef("--split and --tensor-split need --workers or --cluster")
@@ -87,6 +217,10 @@ func (f *clusterFlags) config(path string) (cluster.Config, error) {
 			}
 			cfg.Timeout = d
 		}
+	} else if mode.Kind != "none" {
+		if cfg.Nodes, err = f.discoverNodes(mode, res, deadline); err != nil {
+			return cfg, err
+		}
 	} else {
 		for i, w := range strings.Split(f.workers, ",") {
 			w = strings.TrimSpace(w)
@@ -122,8 +256,11 @@ func (f *clusterFlags) config(path string) (cluster.Config, error) {
 		cfg.Timeout = f.timeout
 	}
 	cfg.Spin = spinSetting(f.spin)
-	// Workers that are not up yet are retried this long.
-	cfg.ConnectTimeout = min(cfg.Timeout, 10*time.Second)
+	// Workers that are not up yet are retried until the deadline (what
+	// a DNS wait left of --wait-workers), but a re-form after a failure
+	// for 10 s at most: a request must not wait minutes for a rank.
+	cfg.ConnectTimeout = max(time.Until(deadline), min(wait, time.Second))
+	cfg.ReformTimeout = min(cfg.Timeout, 10*time.Second)
 	return cfg, nil
 }
 
@@ -162,7 +299,14 @@ func loadBackend(mf *modelFlags, cf *clusterFlags, seqs int, stderr io.Writer) (
 	cfg.Threads, cfg.MaxBatch, cfg.Ctx, cfg.Parallel, cfg.KVF32 = mf.threads, mf.batch, mf.ctx, max(seqs, 1), mf.kvF32
 	cfg.Progress = stderr
 	cfg.Hub = mf.hubModel()
-	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	// A server, or a cluster found by discovery (in a pod's log), says
+	// who joined, the plan and every re-form; a command run by hand only
+	// warns.
+	level := slog.LevelWarn
+	if m, _ := cf.mode(); mf.serving || m.Kind != "none" {
+		level = slog.LevelInfo
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	undo := func() {}
 	if !mf.serving {
 		undo = limitProcs(mf.threads)

@@ -13,6 +13,7 @@ import (
 	"braid/internal/chat"
 	"braid/internal/engine"
 	"braid/internal/gguf"
+	"braid/internal/sample"
 	"braid/internal/server"
 	"braid/internal/sysinfo"
 	"braid/internal/tokenizer"
@@ -138,6 +139,16 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer releaseSpec()
+	// One step before the server says it is ready (/ready): every rank has
+	// loaded and run, so the first request does not find a rank that
+	// cannot.
+	if err := warmUp(l, tok); err != nil {
+		logf("the warm-up step failed: %v", err)
+		srv.SetUnavailable("warm-up step failed: " + err.Error())
+		stop()
+		<-served
+		return err
+	}
 	sched, err := engine.NewScheduler(l.backend, engine.SchedulerConfig{
 		Parallel: *parallel, Context: l.ctx, StepTokens: *stepTokens, MaxQueue: *queue, PrefixCache: prefix, IsEOG: tok.IsEOG,
 		Spec: specCfg,
@@ -176,6 +187,20 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}
 	logf("stopped")
 	return nil
+}
+
+// warmUp runs one greedy token from the beginning-of-sequence token on the
+// loaded model, and drops it.
+func warmUp(l *loaded, tok *tokenizer.Tokenizer) error {
+	p := sample.DefaultParams()
+	p.Temperature = 0
+	smp, err := sample.New(p, l.backend.Vocab())
+	if err != nil {
+		return err
+	}
+	first := max(tok.BOS(), 0)
+	_, err = engine.NewGenerator(l.backend).Generate(context.Background(), engine.Request{Prompt: []int32{first}, MaxTokens: 1, Sampler: smp})
+	return err
 }
 
 // loadForServe checks that parallel full contexts fit in memory, loads the

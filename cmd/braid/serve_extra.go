@@ -107,8 +107,9 @@ func clusterInfo(l *loaded, parallel int) *server.ClusterInfo {
 }
 
 // interruptContext ends with the first SIGINT or SIGTERM, which starts a
-// graceful shutdown; a second one ends the process at once.
-func interruptContext(logf func(string, ...any)) (context.Context, func()) {
+// graceful shutdown; a second one ends the process at once. Each of
+// onSignal is called with the first signal before the context ends.
+func interruptContext(logf func(string, ...any), onSignal ...func(os.Signal)) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
@@ -117,6 +118,9 @@ func interruptContext(logf func(string, ...any)) (context.Context, func()) {
 		select {
 		case s := <-sig:
 			logf("%v: shutting down (send it again to quit at once)", s)
+			for _, f := range onSignal {
+				f(s)
+			}
 			cancel()
 		case <-done:
 			return

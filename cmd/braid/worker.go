@@ -6,12 +6,13 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
-	"os/signal"
 	"syscall"
 	"time"
 
 	"braid/internal/cluster"
+	"braid/internal/discover"
 	"braid/internal/dist"
 	"braid/internal/plan"
 )
@@ -21,8 +22,9 @@ func init() {
 }
 
 func runWorker(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("worker", "--listen HOST:PORT [--secret-file F] [-t THREADS] [--mem-limit BYTES] [--models-dir DIR] [--no-pull]", stderr)
+	fs := newFlags("worker", "--listen HOST:PORT [--health-listen HOST:PORT] [--secret-file F] [-t THREADS] [--mem-limit BYTES] [--models-dir DIR] [--no-pull]", stderr)
 	listen := fs.String("listen", "", "control address coordinators connect to, e.g. :7000 (port 0 picks one; the address is printed)")
+	healthListen := fs.String("health-listen", "", "address of a small HTTP listener for probes, e.g. :7001: GET /health (200 while the worker serves: session, rank, model) and /ready (200 until it is stopping); it never touches a coordinator's session")
 	dataListen := fs.String("data-listen", "", "data-plane address the other ranks connect to (default: the --listen host, a free port)")
 	secretFile := fs.String("secret-file", "", "file holding the cluster's shared secret (default: $BRAID_SECRET; none = loopback peers only)")
 	threads := fs.Int("t", defaultThreads(), "threads")
@@ -66,30 +68,81 @@ func runWorker(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	if l, ok, err := discover.ReadLWS(os.LookupEnv); err != nil {
+		return usageError{err}
+	} else if ok {
+		// The leader dials this pod by its LeaderWorkerSet hostname; the
+		// index is this worker's rank.
+		if err := l.CheckWorker(); err != nil {
+			log.Warn("worker: LeaderWorkerSet environment", "err", err)
+		} else {
+			log.Info("worker: LeaderWorkerSet", "rank", l.Index, "leader", l.Leader, "group_size", l.Size)
+		}
+	}
+	res, dnsServer, err := discover.ResolverFromEnv(os.LookupEnv)
+	if err != nil {
+		return err
+	}
+	if res != nil {
+		log.Info("worker: names resolve through "+discover.EnvDNSServer, "server", dnsServer)
+	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", *listen, err)
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
+	var hln net.Listener
+	if *healthListen != "" {
+		if hln, err = net.Listen("tcp", *healthListen); err != nil {
+			ln.Close()
+			return fmt.Errorf("--health-listen %s: %w", *healthListen, err)
+		}
+	}
 	// A worker has no other work than its rank's (see limitProcs).
 	defer limitProcs(*threads)()
 	w, err := cluster.NewWorker(cluster.WorkerConfig{Secret: secret, Threads: *threads, MemLimit: mem, ModelsDir: *modelsDir,
 		DataListen: *dataListen, Timeout: *timeout, Spin: spinSetting(*spin), Logger: log, NoPull: *noPull,
-		LoadMode: lmode, LoadAuto: lauto}, ln.Addr())
+		LoadMode: lmode, LoadAuto: lauto, Resolver: res}, ln.Addr())
 	if err != nil {
 		ln.Close()
+		if hln != nil {
+			hln.Close()
+		}
 		return err
+	}
+	health := ""
+	if hln != nil {
+		hs := &http.Server{Handler: w.HealthHandler(), ReadHeaderTimeout: 5 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		served := make(chan struct{})
+		go func() {
+			defer close(served)
+			hs.Serve(hln)
+		}()
+		// The probes answer until the worker has left (a probe during the
+		// leaving sees /ready 503).
+		defer func() {
+			hs.Close()
+			<-served
+		}()
+		health = ", health http://" + hln.Addr().String()
 	}
 	// The first line says where the worker listens (tests and scripts that
 	// pass port 0 read it).
-	fmt.Fprintf(stdout, "braid worker listening on %s (data %s)\n", ln.Addr(), w.DataAddr())
+	fmt.Fprintf(stdout, "braid worker listening on %s (data %s%s)\n", ln.Addr(), w.DataAddr(), health)
 	if f, ok := stdout.(*os.File); ok {
 		f.Sync()
 	}
 	if secret == nil {
 		log.Warn("worker: no shared secret (--secret-file or BRAID_SECRET): accepting loopback connections only")
 	}
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGTERM (an orchestrator's stop) or Ctrl-C: the worker answers the
+	// request in progress, tells its coordinator it leaves and exits 0; a
+	// second signal ends it at once.
+	ctx, stop := interruptContext(func(format string, a ...any) { log.Info("worker: " + fmt.Sprintf(format, a...)) }, func(sig os.Signal) {
+		w.SetLeaveReason(fmt.Sprintf("its worker is shutting down (%s)", signalName(sig)))
+	})
+	defer stop()
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if *exitOnEOF {
 		// Stops with the pipe: when the parent ends, however it ends, the
@@ -97,6 +150,7 @@ func runWorker(args []string, stdout, stderr io.Writer) error {
 		go func() {
 			io.Copy(io.Discard, os.Stdin)
 			log.Info("worker: standard input closed (the parent ended); stopping")
+			w.SetLeaveReason("its worker is shutting down (the process that started it ended)")
 			cancel()
 		}()
 	}
@@ -104,4 +158,15 @@ func runWorker(args []string, stdout, stderr io.Writer) error {
 	err = w.Serve(ctx, ln)
 	log.Info("worker: stopped", "uptime", time.Since(start).Round(time.Second))
 	return err
+}
+
+// signalName is a signal as kill(1) names it.
+func signalName(sig os.Signal) string {
+	switch sig {
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case os.Interrupt:
+		return "SIGINT"
+	}
+	return sig.String()
 }

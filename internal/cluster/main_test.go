@@ -46,14 +46,15 @@ func TestMain(m *testing.M) {
 
 // proc is a running `braid worker`.
 type proc struct {
-	t    *testing.T
-	cmd  *exec.Cmd
-	addr string
-	args []string
-	env  []string
-	mu   sync.Mutex
-	errb bytes.Buffer
-	done chan struct{}
+	t      *testing.T
+	cmd    *exec.Cmd
+	addr   string
+	health string // http://HOST:PORT of --health-listen, if given
+	args   []string
+	env    []string
+	mu     sync.Mutex
+	errb   bytes.Buffer
+	done   chan struct{}
 }
 
 type lockedWriter struct {
@@ -118,6 +119,9 @@ func (p *proc) start(listen string) {
 			t.Fatalf("unexpected first line from the worker: %q", line)
 		}
 		p.addr = f[4]
+		if _, h, ok := strings.Cut(line, "health "); ok {
+			p.health = strings.TrimSuffix(h, ")")
+		}
 	case <-time.After(20 * time.Second):
 		t.Fatalf("worker printed no address: %s", p.stderr())
 	}

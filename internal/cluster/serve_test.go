@@ -122,8 +122,11 @@ func TestServeOnWorkers(t *testing.T) {
 	w.kill()
 	code, msg := complete()
 	t.Logf("with the worker dead: %d %s", code, msg)
-	if resp, err := http.Get(url + "/health"); err != nil || resp.StatusCode != http.StatusServiceUnavailable {
-		t.Errorf("/health after a failed step: %v %v, want 503 (degraded)", resp.Status, err)
+	if code, body := probe(t, url+"/ready"); code != http.StatusServiceUnavailable || !strings.Contains(body, "rank 1") {
+		t.Errorf("/ready after a failed step: %d %s, want 503 naming rank 1", code, body)
+	}
+	if code, body := probe(t, url+"/health"); code != http.StatusOK || !strings.Contains(body, `"status":"degraded"`) {
+		t.Errorf("/health after a failed step: %d %s, want 200, degraded", code, body)
 	}
 	if code != http.StatusServiceUnavailable || !strings.Contains(msg, "rank 1") {
 		t.Fatalf("with the worker dead: %d %q, want 503 naming rank 1", code, msg)
@@ -140,9 +143,21 @@ func TestServeOnWorkers(t *testing.T) {
 		t.Fatalf("after the worker came back: %d %q", code, text)
 	}
 	t.Logf("after the worker came back: %q", text)
-	if resp, err := http.Get(url + "/health"); err != nil || resp.StatusCode != http.StatusOK {
-		t.Errorf("/health after recovery: %v %v, want 200", resp.Status, err)
+	if code, body := probe(t, url+"/ready"); code != http.StatusOK {
+		t.Errorf("/ready after recovery: %d %s, want 200", code, body)
 	}
+}
+
+// probe GETs a probe endpoint and returns its status and body.
+func probe(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
 
 // metricValue finds one series' value in a Prometheus text page.

@@ -336,7 +336,14 @@ func Lookup(ctx context.Context, r Resolver, name string, want, port int) (*List
 // rank orders the workers by ordinal and checks them: one set, no
 // duplicate, none beyond want; it lists the ordinals still missing.
 func rank(name, source string, found []Worker, want int) (*Listing, error) {
-	sort.Slice(found, func(i, j int) bool { return found[i].Ordinal < found[j].Ordinal })
+	// By ordinal; names break ties so that an error names the same two
+	// whatever order DNS answered in.
+	sort.Slice(found, func(i, j int) bool {
+		if found[i].Ordinal != found[j].Ordinal {
+			return found[i].Ordinal < found[j].Ordinal
+		}
+		return found[i].Name < found[j].Name
+	})
 	l := &Listing{Source: source}
 	set := ""
 	for i, w := range found {

@@ -3,6 +3,8 @@ package discover
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -125,6 +127,8 @@ func TestParseMode(t *testing.T) {
 	}
 }
 
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
 func rec(target string, port uint16) dnstest.SRV { return dnstest.SRV{Target: target, Port: port} }
 
 func startDNS(t *testing.T) (*dnstest.Server, Resolver) {
@@ -157,7 +161,7 @@ func TestDNSSRV(t *testing.T) {
 		dnstest.SRV{Target: "bw-2.braid.test", Port: 7002},
 		dnstest.SRV{Target: "bw-0.braid.test", Port: 7000},
 		dnstest.SRV{Target: "bw-1.braid.test", Port: 7001})
-	ws, err := Wait(context.Background(), r, "braid.test", 3, 7000, 5*time.Second, nil)
+	ws, err := Wait(context.Background(), r, "braid.test", 3, 7000, 5*time.Second, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +178,7 @@ func TestDNSHost(t *testing.T) {
 	s.SetPTR("10.0.0.5", "bw-0.braid.test")
 	s.SetPTR("10.0.0.9", "bw-2.braid.test")
 	s.SetPTR("fd00::7", "bw-1.braid.test")
-	ws, err := Wait(context.Background(), r, "braid.test", 3, 7100, 5*time.Second, nil)
+	ws, err := Wait(context.Background(), r, "braid.test", 3, 7100, 5*time.Second, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +202,7 @@ func TestDNSErrors(t *testing.T) {
 		s, r := startDNS(t)
 		s.SetSRV("_braid._tcp.braid.test", c.srv...)
 		start := time.Now()
-		_, err := Wait(context.Background(), r, "braid.test", 2, 7000, time.Minute, nil)
+		_, err := Wait(context.Background(), r, "braid.test", 2, 7000, time.Minute, quiet)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want an error containing %q", c.srv, err, c.want)
 		}
@@ -209,10 +213,10 @@ func TestDNSErrors(t *testing.T) {
 	s, r := startDNS(t)
 	s.SetHost("braid.test", "10.0.0.5")
 	s.SetPTR("10.0.0.5", "node.braid.test")
-	if _, err := Wait(context.Background(), r, "braid.test", 1, 7000, time.Minute, nil); err == nil || !strings.Contains(err.Error(), `address 10.0.0.5: PTR name "node.braid.test" has no StatefulSet ordinal`) {
+	if _, err := Wait(context.Background(), r, "braid.test", 1, 7000, time.Minute, quiet); err == nil || !strings.Contains(err.Error(), `address 10.0.0.5: PTR name "node.braid.test" has no StatefulSet ordinal`) {
 		t.Errorf("a PTR name without an ordinal: %v", err)
 	}
-	if _, err := Wait(context.Background(), r, "braid.test", 0, 7000, time.Minute, nil); err == nil || !strings.Contains(err.Error(), "--ranks") {
+	if _, err := Wait(context.Background(), r, "braid.test", 0, 7000, time.Minute, quiet); err == nil || !strings.Contains(err.Error(), "--ranks") {
 		t.Errorf("no workers expected: %v", err)
 	}
 }
@@ -228,7 +232,7 @@ func TestDNSWait(t *testing.T) {
 	var err error
 	go func() {
 		defer close(done)
-		ws, err = Wait(context.Background(), r, "braid.test", 2, 7000, time.Minute, nil)
+		ws, err = Wait(context.Background(), r, "braid.test", 2, 7000, time.Minute, quiet)
 	}()
 	// Let it see the partial listing at least once, then complete it.
 	for s.Queries() < 2 {
@@ -241,14 +245,14 @@ func TestDNSWait(t *testing.T) {
 	}
 
 	s.SetSRV(name, dnstest.SRV{Target: "bw-1.braid.test", Port: 7001})
-	_, err = Wait(context.Background(), r, "braid.test", 2, 7000, 600*time.Millisecond, nil)
+	_, err = Wait(context.Background(), r, "braid.test", 2, 7000, 600*time.Millisecond, quiet)
 	if err == nil || !strings.Contains(err.Error(), "1 of 2 workers listed") || !strings.Contains(err.Error(), "missing ordinal 0 (rank 1)") ||
 		!strings.Contains(err.Error(), "bw-1.braid.test (ordinal 1)") {
 		t.Errorf("a missing ordinal: %v", err)
 	}
 	// No records at all: the lookup's own error is kept.
 	s.SetSRV(name)
-	_, err = Wait(context.Background(), r, "braid.test", 2, 7000, 600*time.Millisecond, nil)
+	_, err = Wait(context.Background(), r, "braid.test", 2, 7000, 600*time.Millisecond, quiet)
 	if err == nil || !strings.Contains(err.Error(), "no workers listed after") || !strings.Contains(err.Error(), "no addresses") {
 		t.Errorf("nothing listed: %v", err)
 	}
