@@ -65,20 +65,21 @@ func roundF16Fast(dst []byte, src []float32) {
 }
 
 // Tables of vdMXFP4VBMI, which takes eight MXFP4 blocks (136 bytes) per
-// step from three vector loads: L0 = bytes 0-63, L1 = 64-127, L2 = 128-135.
+// step from three vector loads: L0 = bytes 0-63, L1 = 64-127, L2 = 128-135,
+// in two groups of four blocks with four int32 lanes each.
 var (
-	// mx8Pair[k] gathers (VPERMI2B) the code bytes of blocks 2k and 2k+1
-	// into the 128-bit lanes [2k, 2k, 2k+1, 2k+1] from L0:L1 (k < 2) or
-	// L1:L2 (k >= 2); index i picks byte i of the pair of registers.
-	mx8Pair [4][64]byte
+	// mx8W[g] gathers (VPERMI2B) the 16 code bytes of blocks 4g..4g+3
+	// from L0:L1 (g = 0) or L1:L2 (g = 1); index i is byte i of the pair.
+	mx8W [2][64]byte
+	// mx8XLo and mx8XHi gather the activations of values 0-15 and 16-31
+	// of four Q8_0 blocks (34 bytes each, quants after a 2-byte scale)
+	// from the 128 bytes at the group's start (mx8XLo) or 8 bytes on.
+	mx8XLo, mx8XHi [64]byte
+	// mx8Perm[g] spreads the block scales 4g..4g+3 over four lanes each.
+	mx8Perm [2][16]int32
 	// mx8Exp puts the exponent byte of block i (byte 17i of L0:L1) in the
 	// low byte of dword i; the other bytes are masked to zero.
 	mx8Exp [64]byte
-	// mx8Perm[k] spreads the block scales 2k, 2k+1 over the two halves of
-	// a zmm (VPERMPS), matching the lanes of pair k.
-	mx8Perm [4][16]int32
-	// mx8XOff are the byte offsets of the eight Q8_0 scales (VPGATHERDD).
-	mx8XOff [8]int32
 	// mx8Abs is |MXFP4 value| for a 6-bit VPERMB index: the low nibble is
 	// the code, so the table repeats every 16 bytes and whatever the
 	// nibble above left in bits 4-5 does not matter.
@@ -86,23 +87,24 @@ var (
 )
 
 func init() {
-	for k := range mx8Pair {
-		base := 0
-		if k >= 2 {
-			base = 64
-		}
-		for l, blk := range [4]int{2 * k, 2 * k, 2*k + 1, 2*k + 1} {
+	for g := 0; g < 2; g++ {
+		for i := 0; i < 4; i++ {
 			for j := 0; j < 16; j++ {
-				mx8Pair[k][16*l+j] = byte(17*blk + 1 + j - base)
+				mx8W[g][16*i+j] = byte(17*(4*g+i) + 1 + j - 64*g)
 			}
 		}
+		for l := 0; l < 16; l++ {
+			mx8Perm[g][l] = int32(4*g + l/4)
+		}
+	}
+	for i := 0; i < 4; i++ {
 		for j := 0; j < 16; j++ {
-			mx8Perm[k][j] = int32(2*k + j/8)
+			mx8XLo[16*i+j] = byte(34*i + 2 + j)
+			mx8XHi[16*i+j] = byte(34*i + 18 + j - 8)
 		}
 	}
 	for i := 0; i < 8; i++ {
 		mx8Exp[4*i] = byte(17 * i)
-		mx8XOff[i] = int32(34 * i)
 	}
 	for i := range mx8Abs {
 		v := quant.MXFP4Values[i%16]
