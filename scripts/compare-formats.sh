@@ -133,12 +133,17 @@ try:
             llama.setdefault(names[m[1]], []).append(float(m[2]))
 except FileNotFoundError:
     pass
+def share(d, n):
+    # median [range] over rounds of this format's GB/s over Q4_K's in the
+    # same round: the rounds share the machine's state, so the ratio is
+    # steadier than the ratio of medians
+    if n not in d or "Q4_K" not in d:
+        return "-"
+    rs = [a / b * 100 for a, b in zip(d[n], d["Q4_K"])]
+    return f"{statistics.median(rs):.0f} % [{min(rs):.0f}-{max(rs):.0f}]"
 bcol = "| braid before GB/s | before, share of its Q4_K " if base else ""
 print(f"\n| format | rows x cols | MiB {bcol}| braid GB/s | llama.cpp GB/s | braid/llama.cpp | braid, share of its Q4_K | llama.cpp, share of its Q4_K |")
 print("|---|---|---|" + ("---|---|" if base else "") + "---|---|---|---|---|")
-bb4 = statistics.median(base["Q4_K"]) if "Q4_K" in base else None
-bq4 = statistics.median(braid["Q4_K"]) if "Q4_K" in braid else None
-lq4 = None
 rows = []
 for t in formats:
     n = names[t]
@@ -149,19 +154,20 @@ for t in formats:
     bs, ts = block[t]
     size = r * c // bs * ts
     b = stat(braid[n])
-    l = stat([size / us / 1e3 for us in llama[n]]) if n in llama else None
-    if n == "Q4_K" and l:
-        lq4 = l[0]
+    if n in llama:
+        llama[n] = [size / us / 1e3 for us in llama[n]]
+    l = stat(llama[n]) if n in llama else None
     rows.append((n, r, c, size, b, l))
 for n, r, c, size, b, l in rows:
     ls = fmt(l) if l else "-"
-    ratio = f"{b[0] / l[0]:.2f}x" if l else "-"
-    bshare = f"{b[0] / bq4 * 100:.0f} %" if bq4 else "-"
-    lshare = f"{l[0] / lq4 * 100:.0f} %" if l and lq4 else "-"
+    ratio = "-"
+    if l:
+        rs = [a / c_ for a, c_ in zip(braid[n], llama[n])]
+        ratio = f"{statistics.median(rs):.2f}x [{min(rs):.2f}-{max(rs):.2f}]"
+    bshare, lshare = share(braid, n), share(llama, n)
     before = ""
     if base:
-        bs_ = stat(base[n]) if n in base else None
-        before = (f"{fmt(bs_)} | " + (f"{bs_[0] / bb4 * 100:.0f} %" if bb4 else "-") + " | ") if bs_ else "- | - | "
+        before = (f"{fmt(stat(base[n]))} | {share(base, n)} | ") if n in base else "- | - | "
     print(f"| {n} | {r}x{c} | {size / 2**20:.0f} | {before}{fmt(b)} | {ls} | {ratio} | {bshare} | {lshare} |")
 PY
 echo "raw results: $out"
