@@ -465,10 +465,6 @@ mx8loop:
 	CMPQ           CX, $8
 	JLT            mx8rest
 	// Prefetch as in vdQ8_0VNNI: three lines cover the 136-byte step.
-	PREFETCHT0     2048(SI)
-	PREFETCHT0     2112(SI)
-	PREFETCHT0     2176(SI)
-	PREFETCHT2     8192(SI)
 	VMOVDQU64      (SI), Z28
 	VMOVDQU64      64(SI), Z29
 	VMOVDQU8.Z     128(SI), K4, Z30
