@@ -464,7 +464,6 @@ TEXT ·vdMXFP4VBMI(SB), NOSPLIT, $0-60
 mx8loop:
 	CMPQ           CX, $8
 	JLT            mx8rest
-	// Prefetch as in vdQ8_0VNNI: three lines cover the 136-byte step.
 	VMOVDQU64      (SI), Z28
 	VMOVDQU64      64(SI), Z29
 	VMOVDQU8.Z     128(SI), K4, Z30
