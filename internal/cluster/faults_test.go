@@ -332,8 +332,9 @@ func TestGarbageConnections(t *testing.T) {
 	bad := []byte{kindStep}
 	bad = binary.LittleEndian.AppendUint64(bad, 1)
 	bad = append(bad, 0)
-	bad = binary.LittleEndian.AppendUint32(bad, 1)
-	bad = binary.LittleEndian.AppendUint32(bad, 0)
+	bad = binary.LittleEndian.AppendUint32(bad, 1) // top-k
+	bad = binary.LittleEndian.AppendUint32(bad, 1) // micro-batches
+	bad = binary.LittleEndian.AppendUint32(bad, 0) // KV operations
 	bad = binary.LittleEndian.AppendUint32(bad, 1<<30)
 	if err := tr.SendControl(1, wire.Tag{Step: 1, Op: wire.OpStep}, bad); err != nil {
 		t.Fatal(err)
