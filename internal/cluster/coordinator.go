@@ -610,7 +610,8 @@ func (c *Cluster) connectAll(ctx context.Context) error {
 		}
 	}
 	mesh, err := dist.Connect(ctx, dist.MeshConfig{Rank: 0, Addrs: addrs[0], Secret: c.cfg.Secret, Stripes: max(c.cfg.Stripes, 1),
-		Timeout: c.cfg.Timeout, ConnectTimeout: 2 * c.cfg.Timeout, Spin: c.cfg.Spin, Build: c.cfg.Build, Logger: c.log, Resolver: c.cfg.Resolver})
+		Timeout: c.cfg.Timeout, ConnectTimeout: 2 * c.cfg.Timeout, Spin: c.cfg.Spin, Build: c.cfg.Build, Logger: c.log, Resolver: c.cfg.Resolver,
+		Shm: dist.ShmDefault()})
 	errs := make([]error, 0, len(c.workers)+1)
 	if err != nil {
 		errs = append(errs, c.meshErr(err))

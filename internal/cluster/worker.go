@@ -760,7 +760,8 @@ func (w *Worker) connect(ctx context.Context, m *connectMsg) error {
 		spin = time.Duration(m.SpinUS) * time.Microsecond
 	}
 	tr, err := dist.Connect(ctx, dist.MeshConfig{Rank: k.rank, Addrs: m.Addrs, Listener: w.data, Secret: w.cfg.Secret, Resolver: w.cfg.Resolver,
-		Stripes: max(m.Stripes, 1), Timeout: timeout, ConnectTimeout: 2 * timeout, Spin: spin, Build: w.cfg.Build, Logger: w.log})
+		Stripes: max(m.Stripes, 1), Timeout: timeout, ConnectTimeout: 2 * timeout, Spin: spin, Build: w.cfg.Build, Logger: w.log,
+		Shm: dist.ShmDefault()})
 	if err != nil {
 		return err
 	}

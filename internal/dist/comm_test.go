@@ -35,6 +35,8 @@ func group(t testing.TB, kind string, n int, timeout time.Duration) []Transport 
 		return out
 	case "tcp":
 		return tcpGroup(t, n, MeshConfig{Timeout: timeout})
+	case "shm":
+		return tcpGroup(t, n, MeshConfig{Timeout: timeout, Shm: true})
 	}
 	t.Fatalf("unknown transport %q", kind)
 	return nil
@@ -376,7 +378,7 @@ func TestChunk(t *testing.T) {
 // process) at decode and prefill sizes; with BenchmarkAllReduce/tcp/3 the
 // crossover on this machine shows directly. Run with -benchtime=3x or more.
 func BenchmarkAllReduce(b *testing.B) {
-	for _, kind := range []string{"inproc", "tcp"} {
+	for _, kind := range []string{"inproc", "tcp", "shm"} {
 		for _, n := range []int{2, 3} {
 			ts := group(b, kind, n, 30*time.Second)
 			comms := make([]*Comm, n)

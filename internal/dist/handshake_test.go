@@ -201,6 +201,14 @@ func fakeRank0(t *testing.T, addr string) net.Conn {
 	if _, err := handshake(conn, hc, true, 1, 0); err != nil {
 		t.Fatal(err)
 	}
+	// Offer no shared memory, as a rank that cannot, and read the answer.
+	if err := shmFrame(conn, []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	var hdr [wire.HeaderSize]byte
+	if _, _, err := wire.ReadFrame(conn, hdr[:], nil, wire.DefaultLimits); err != nil {
+		t.Fatal(err)
+	}
 	return conn
 }
 

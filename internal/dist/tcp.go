@@ -49,6 +49,10 @@ type MeshConfig struct {
 	// Spin is how long a receive polls its socket before it parks
 	// (see tcpConn.spin): 0 means DefaultSpin, a negative value never.
 	Spin time.Duration
+	// Shm carries the data frames of a pair whose ends are on the same
+	// host through shared memory (shm.go) when both ends set it; the
+	// pair's TCP connection still carries the rest.
+	Shm bool
 	// Limits bounds frame payloads (wire.DefaultLimits when zero).
 	Limits wire.Limits
 	// Build overrides the build digest sent in the handshake (tests of the
@@ -107,6 +111,7 @@ type tcpPeer struct {
 	dialed      bool
 	hello       *hello
 	conns       []*tcpConn // by stripe
+	shm         *shmLink   // the data frames' shared memory, or nil (TCP)
 	ctrl        *queue
 	stats       counters
 	asm         []byte // a striped message put back together
@@ -139,6 +144,7 @@ type tcpConn struct {
 type postReq struct {
 	h    wire.Header
 	data []byte
+	shm  bool // through the peer's shared memory
 }
 
 // Connect joins the mesh described by cfg and returns when this rank is
@@ -156,6 +162,19 @@ func Connect(ctx context.Context, cfg MeshConfig) (*TCP, error) {
 		return t, nil
 	}
 	if err := t.form(ctx); err != nil {
+		return nil, err
+	}
+	if err := t.negotiateShm(); err != nil {
+		for _, p := range t.peers {
+			if p != nil {
+				if p.shm != nil {
+					p.shm.unmap()
+				}
+				for _, c := range p.conns {
+					c.nc.Close()
+				}
+			}
+		}
 		return nil, err
 	}
 	for _, p := range t.peers {
@@ -522,6 +541,9 @@ func (p *tcpPeer) fail(err error) {
 		p.failErr = pe
 		close(p.failed)
 		p.ctrl.kill(pe)
+		if p.shm != nil {
+			p.shm.kill(pe)
+		}
 		for _, c := range p.conns {
 			c.data.kill(pe)
 			c.nc.Close()
@@ -617,7 +639,11 @@ func (c *tcpConn) sender() {
 	for {
 		select {
 		case r := <-c.post:
-			c.done <- c.write(r.h, r.data)
+			if r.shm {
+				c.done <- c.p.shmWrite(r.h, r.data)
+			} else {
+				c.done <- c.write(r.h, r.data)
+			}
 		case <-c.p.t.quit:
 			return
 		}
@@ -696,6 +722,22 @@ func (t *TCP) send(j int, typ wire.Type, tag wire.Tag, data []byte, async bool) 
 	if max := t.cfg.Limits.Max(typ); uint64(len(data)) > uint64(max) {
 		return fmt.Errorf("dist: %s message of %d bytes to rank %d exceeds the limit of %d", typ, len(data), j, max)
 	}
+	if typ == wire.TypeData && p.shm != nil {
+		c := p.conns[0]
+		if c.pending {
+			return fmt.Errorf("dist: send to rank %d while a posted send is not flushed", j)
+		}
+		h := wire.Header{Type: typ, Tag: tag, Stripes: 1}
+		// A frame that fits the room left is written at once; a larger
+		// posted one goes to the sender, so that this rank can receive
+		// (and free the peer's ring) while it streams.
+		if !async || p.shm.fits(len(data)) {
+			return p.shmWrite(h, data)
+		}
+		c.pending = true
+		c.post <- postReq{h: h, data: data, shm: true}
+		return nil
+	}
 	k := 1
 	if typ == wire.TypeData && len(p.conns) > 1 && len(data) >= t.cfg.StripeMin {
 		k = len(p.conns)
@@ -711,7 +753,7 @@ func (t *TCP) send(j int, typ wire.Type, tag wire.Tag, data []byte, async bool) 
 			return p.conns[0].write(h, data)
 		}
 		p.conns[0].pending = true
-		p.conns[0].post <- postReq{h, data}
+		p.conns[0].post <- postReq{h: h, data: data}
 		return nil
 	}
 	n := len(data)
@@ -726,7 +768,7 @@ func (t *TCP) send(j int, typ wire.Type, tag wire.Tag, data []byte, async bool) 
 			continue
 		}
 		p.conns[i].pending = true
-		p.conns[i].post <- postReq{h, part}
+		p.conns[i].post <- postReq{h: h, data: part}
 	}
 	if !async {
 		return t.flush(p)
@@ -796,7 +838,38 @@ func (t *TCP) Recv(peer int, tag wire.Tag) ([]byte, error) {
 	return b, nil
 }
 
+// shmWrite writes one data frame through the shared memory; a failure
+// breaks the pair, as a failed socket write does.
+func (p *tcpPeer) shmWrite(h wire.Header, data []byte) error {
+	if err := p.shm.write(h, data); err != nil {
+		select {
+		case <-p.failed: // the connection broke first: that is the cause
+			return p.failErr
+		default:
+		}
+		pe := &PeerError{Rank: p.rank, Addr: p.addr, What: "send " + h.Tag.String() + " (shared memory)", Err: err}
+		p.fail(pe)
+		return pe
+	}
+	p.stats.sent(len(data))
+	return nil
+}
+
 func (p *tcpPeer) recv(tag wire.Tag) ([]byte, error) {
+	if p.shm != nil {
+		h, b, err := p.shm.recv()
+		if err != nil {
+			return nil, err
+		}
+		if h.Type != wire.TypeData || h.Stripes != 1 {
+			return nil, fmt.Errorf("%w: %s frame (%d stripes) on the shared-memory data lane", wire.ErrMalformed, h.Type, h.Stripes)
+		}
+		if err := checkTag(h.Tag, tag); err != nil {
+			return nil, err
+		}
+		p.stats.recv(len(b))
+		return b, nil
+	}
 	timeout := p.t.cfg.Timeout
 	p.conns[0].spin(p.t.cfg.Spin, p.conns[0].data)
 	f, err := p.conns[0].data.take(timeout)
@@ -910,7 +983,16 @@ func (t *TCP) Peer(peer int) PeerInfo {
 	p := t.peers[peer]
 	facts := p.hello.Facts
 	return PeerInfo{Rank: peer, Addr: p.addr, Local: p.local, Facts: &facts, Build: p.hello.Build,
-		Conns: len(p.conns), Kind: "tcp", Dialed: p.dialed}
+		Conns: len(p.conns), Kind: p.kind(), Dialed: p.dialed}
+}
+
+// kind is "tcp", or "tcp+shm" when the data frames go through shared
+// memory.
+func (p *tcpPeer) kind() string {
+	if p.shm != nil {
+		return "tcp+shm"
+	}
+	return "tcp"
 }
 
 // Stats returns the traffic counters.
@@ -951,5 +1033,10 @@ func (t *TCP) Close() error {
 		}
 	}
 	t.wg.Wait()
+	for _, p := range t.peers {
+		if p != nil && p.shm != nil {
+			p.shm.release()
+		}
+	}
 	return nil
 }

@@ -83,11 +83,12 @@ const (
 	OpBench    // netbench traffic
 	OpStep     // step protocol: one Step to a worker
 	OpResult   // step protocol: the worker's result
+	OpShm      // forming a mesh: a same-host pair's shared-memory offer and answer
 	opEnd
 )
 
 var opNames = [...]string{"none", "allreduce-oneshot", "reducescatter-twoshot", "allgather-twoshot",
-	"ring-reducescatter", "ring-allgather", "broadcast", "gather", "sendrecv", "bench", "step", "result"}
+	"ring-reducescatter", "ring-allgather", "broadcast", "gather", "sendrecv", "bench", "step", "result", "shm"}
 
 func (o Op) String() string {
 	if o < opEnd {
