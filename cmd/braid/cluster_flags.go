@@ -71,7 +71,11 @@ func (f *clusterFlags) mode() (discover.Mode, error) {
 	}
 	if f.workers == "" && f.file == "" {
 		if v, ok := os.LookupEnv(discover.EnvSize); ok {
-			if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n > 1 {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil || n < 1 {
+				return discover.Mode{}, fmt.Errorf("%s=%q: want the number of pods in the group (or --discover none)", discover.EnvSize, v)
+			}
+			if n > 1 {
 				return discover.Mode{Kind: "lws"}, nil
 			}
 		}
@@ -159,6 +163,15 @@ func (f *clusterFlags) config(path string) (cluster.Config, error) {
 	if mode.Kind == "none" && f.ranks != 0 {
 		return cfg, usagef("--ranks needs --discover")
 	}
+	if f.waitWorkers < 0 {
+		return cfg, usagef("--wait-workers %v: must not be negative", f.waitWorkers)
+	}
+	if !f.active() {
+		if f.split != "" || f.tensorSplit != "" {
+			return cfg, usagef("--split and --tensor-split need --workers or --cluster")
+		}
+		return cfg, nil
+	}
 	res, dnsServer, err := discover.ResolverFromEnv(os.LookupEnv)
 	if err != nil {
 		return cfg, err
@@ -168,9 +181,6 @@ func (f *clusterFlags) config(path string) (cluster.Config, error) {
 	}
 	cfg.Resolver = res
 	wait := f.waitWorkers
-	if wait < 0 {
-		return cfg, usagef("--wait-workers %v: must not be negative", wait)
-	}
 	if wait == 0 {
 		wait = min(f.timeout, 10*time.Second)
 		if f.timeout <= 0 {
@@ -181,12 +191,6 @@ func (f *clusterFlags) config(path string) (cluster.Config, error) {
 		}
 	}
 	deadline := time.Now().Add(wait)
-	if !f.active() {
-		if f.split != "" || f.tensorSplit != "" {
-			return cfg, usagef("--split and --tensor-split need --workers or --cluster")
-		}
-		return cfg, nil
-	}
 	split, tsplit, secretFile := f.split, f.tensorSplit, f.secretFile
 	if f.file != "" {
 		src, err := os.ReadFile(f.file)

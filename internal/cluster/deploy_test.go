@@ -392,3 +392,39 @@ func TestDiscoverDNS(t *testing.T) {
 		t.Errorf("a third worker never listed: %v\n%s", err, out)
 	}
 }
+
+// TestDiscoverFlagErrors: wrong discovery settings are refused before
+// anything is dialled, naming the flag or variable and the value.
+func TestDiscoverFlagErrors(t *testing.T) {
+	path := sharedModel(t, "stories260K/stories260K-Q8_0.gguf")
+	for _, c := range []struct {
+		env  []string
+		args []string
+		code int
+		want string
+	}{
+		{nil, []string{"--discover", "k8s"}, 2, `--discover "k8s": want lws, dns:NAME or none`},
+		{nil, []string{"--discover", "dns:a..b", "--ranks", "2"}, 2, `--discover "dns:a..b"`},
+		{nil, []string{"--ranks", "3"}, 2, "--ranks needs --discover"},
+		{nil, []string{"--workers", "127.0.0.1:1", "--wait-workers", "-1s"}, 2, "--wait-workers -1s: must not be negative"},
+		{nil, []string{"--discover", "lws"}, 2, "LWS_GROUP_SIZE is not set"},
+		{[]string{"LWS_GROUP_SIZE=3", "LWS_WORKER_INDEX=2", "LWS_LEADER_ADDRESS=braid-0.braid"}, nil, 2, "LWS_WORKER_INDEX=2: this pod is worker 2 of its group, not the leader"},
+		{[]string{"LWS_GROUP_SIZE=three"}, nil, 2, `LWS_GROUP_SIZE="three"`},
+		{[]string{"LWS_GROUP_SIZE=3", "LWS_LEADER_ADDRESS=braid-0.braid"}, []string{"--ranks", "4"}, 2, "--ranks 4 but LWS_GROUP_SIZE=3"},
+		{[]string{"LWS_GROUP_SIZE=3", "LWS_LEADER_ADDRESS=braid-0.braid", "BRAID_DNS_SERVER=nowhere"}, nil, 1, `BRAID_DNS_SERVER: DNS server "nowhere": want HOST:PORT`},
+	} {
+		cmd := exec.Command(braidBin, append([]string{"run", "-m", path, "-p", "Once", "-n", "2"}, c.args...)...)
+		cmd.Env = append(append(os.Environ(), workerEnv(t)...), c.env...)
+		out, _ := cmd.CombinedOutput()
+		code := cmd.ProcessState.ExitCode()
+		if code != c.code || !strings.Contains(string(out), c.want) {
+			t.Errorf("%v %v: exit %d, %s\nwant exit %d with %q", c.env, c.args, code, out, c.code, c.want)
+		}
+	}
+	// LWS_GROUP_SIZE=3 picks lws by itself; --discover none turns it off.
+	cmd := exec.Command(braidBin, "run", "-m", path, "-p", "Once", "-n", "2", "--discover", "none")
+	cmd.Env = append(append(os.Environ(), workerEnv(t)...), "LWS_GROUP_SIZE=3", "LWS_WORKER_INDEX=2")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("--discover none under LWS: %v\n%s", err, out)
+	}
+}
