@@ -19,9 +19,13 @@ import (
 //	y_j = rms(o_j)·ssm_norm · silu(z_j);  out = ssm_out · concat(y)
 //
 // The cache keeps per sequence the conv's last Conv-1 inputs and the
-// states (kvcache slots), no row per position. Tensor parallel: value
-// heads split (their v, z, β, g, conv channels, states and ssm_out
-// columns); every rank computes all the small q and k heads.
+// states (kvcache slots, each head's state transposed: a row per value
+// dimension), no row per position. A prompt's run of positions takes the
+// chunked form (deltaChunk.run), a decode step the recurrent one
+// (deltaRecurrent); a run is cut where the sequence keeps a snapshot of
+// its state. Tensor parallel: value heads split (their v, z, β, g, conv
+// channels, states and ssm_out columns); every rank computes all the
+// small q and k heads.
 type DeltaNet struct {
 	qk, v, z      kernels.Matrix
 	beta, alpha   kernels.Matrix
