@@ -145,6 +145,8 @@ func (m *metrics) write(w io.Writer, ready bool, sched *engine.Scheduler, ranks 
 	gauge("braid_kv_cache_usage_ratio", "Fraction of the KV cache pool in use.", ratio)
 	gauge("braid_prefix_cached_sequences", "Finished sequences kept for prefix reuse.", c.CachedSequences)
 	gauge("braid_step_decode_sequences_max", "The most sequences decoded together in one step so far.", c.MaxStepSequences)
+	gauge("braid_steps_in_flight_max", "The most steps in flight at once (a layer split overlaps the steps of groups of sequences; 0 when steps do not overlap).", c.MaxInFlight)
+	counter("braid_steps_overlapped_total", "Steps launched while another was still in flight.", c.OverlappedSteps)
 	fmt.Fprintln(w, "# HELP braid_steps_by_decode_sequences_total Steps by the number of sequences they decoded together (0: prefill only).\n# TYPE braid_steps_by_decode_sequences_total counter")
 	for k, n := range c.StepSequences {
 		fmt.Fprintf(w, "braid_steps_by_decode_sequences_total{sequences=\"%d\"} %d\n", k, n)

@@ -471,6 +471,10 @@ func TestBatchingAndPrefixReuse(t *testing.T) {
 	if m := ts.metric(t, "braid_step_decode_sequences_max"); m < 2 {
 		t.Errorf("8 concurrent streams never decoded together: max %v sequences per step", m)
 	}
+	// One node has one stage: its steps never overlap.
+	if m, o := ts.metric(t, "braid_steps_in_flight_max"), ts.metric(t, "braid_steps_overlapped_total"); m != 0 || o != 0 {
+		t.Errorf("one node: %v steps in flight at most, %v overlapped", m, o)
+	}
 	if g := ts.metric(t, "braid_generated_tokens_total"); g == 0 {
 		t.Error("no generated tokens counted")
 	}
