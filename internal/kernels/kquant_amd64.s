@@ -195,22 +195,38 @@ DATA kqQ4KPerm2<>+240(SB)/8, $0x0007000700070007
 DATA kqQ4KPerm2<>+248(SB)/8, $0x0007000700070007
 GLOBL kqQ4KPerm2<>(SB), RODATA|NOPTR, $256
 
-// Software prefetch of the weights. Streaming a big matrix, the hardware
-// prefetchers alone left a thread at about half of the plain read bandwidth
-// on Sapphire Rapids (the kernel takes ~15 cycles per block, so few misses
-// are in flight); with T0 lines 2 KiB ahead (3 or 4 lines cover a block's
-// advance) and one T2 touch 8 KiB ahead, which mostly starts the page walk
-// for the next 4 KiB page early, it reaches ~85 % (4 KiB pages) and ~93 %
-// (transparent huge pages) of it.
+// Software prefetch of the weights, kqPrefetchDist (R14) bytes ahead.
+// Streaming a big matrix, the hardware prefetchers alone left a thread at
+// about half of the plain read bandwidth on Sapphire Rapids (the kernel
+// takes ~15 cycles per block, so few misses are in flight); with T0 lines
+// 2 KiB ahead (3 or 4 lines cover a block's advance) and one T2 touch 8 KiB
+// ahead (R14*4), which mostly starts the page walk for the next 4 KiB page
+// early, it reached ~85 % (4 KiB pages) and ~93 % (transparent huge pages)
+// of it. On Zen 4 the same prefetches cost a third of the stream (Q4_K at
+// one thread, 128 MiB: ~12.5 GB/s with them, ~17.5 without), and no
+// distance tried (2 or 8 KiB, T0 or T2 alone) helped, so there the distance
+// is 0 and the prefetches touch the block being read, which costs nothing
+// measurable; a branch would need a label per macro use.
 #define KQ_PREFETCH3 \
-	PREFETCHT0 2048(SI) \
-	PREFETCHT0 2112(SI) \
-	PREFETCHT0 2176(SI) \
-	PREFETCHT2 8192(SI)
+	MOVQ ·kqPrefetchDist(SB), R14 \
+	PREFETCHT0 (SI)(R14*1) \
+	PREFETCHT0 64(SI)(R14*1) \
+	PREFETCHT0 128(SI)(R14*1) \
+	PREFETCHT2 (SI)(R14*4)
 
 #define KQ_PREFETCH4 \
 	KQ_PREFETCH3 \
-	PREFETCHT0 2240(SI)
+	PREFETCHT0 192(SI)(R14*1)
+
+// func cpuidVendor() (ebx, edx, ecx uint32)
+TEXT ·cpuidVendor(SB), NOSPLIT, $0-12
+	XORL AX, AX
+	XORL CX, CX
+	CPUID
+	MOVL BX, ebx+0(FP)
+	MOVL DX, edx+4(FP)
+	MOVL CX, ecx+8(FP)
+	RET
 
 // IQ4_NL codebook + 128 (unsigned, for VPDPBUSD).
 DATA kqIQ4TabU<>+0(SB)/8, $0x766a5d4f3f2d1801
