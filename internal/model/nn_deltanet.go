@@ -39,6 +39,7 @@ type DeltaNet struct {
 // ssmScratch is the step's buffers of the recurrent layers.
 type ssmScratch struct {
 	qk, v, z, beta, alpha, o []float32
+	ones                     []float32 // 1s: silu(x) = SwiGLU(x, x, 1)
 	segs                     []ssmSeg
 	// chunk holds one chunked-form scratch per pool thread; free hands
 	// them to the heads' workers (at most Threads run at once).
@@ -77,13 +78,17 @@ func ssmDims(c *Config, nv int) (qk, vc int) {
 
 func ssmScratchLen(c *Config, nv, B, threads int) int {
 	qk, vc := ssmDims(c, nv)
-	return B*(qk+3*vc+2*nv) + threads*deltaChunkScratchLen(c.SSM.State, deltaChunkLen)
+	return B*(qk+3*vc+2*nv) + max(qk, vc) + threads*deltaChunkScratchLen(c.SSM.State, deltaChunkLen)
 }
 
 func (ss *ssmScratch) alloc(c *Config, nv, B, threads int) {
 	qk, vc := ssmDims(c, nv)
 	ss.qk, ss.v, ss.z, ss.o = make([]float32, B*qk), make([]float32, B*vc), make([]float32, B*vc), make([]float32, B*vc)
 	ss.beta, ss.alpha = make([]float32, B*nv), make([]float32, B*nv)
+	ss.ones = make([]float32, max(qk, vc))
+	for i := range ss.ones {
+		ss.ones[i] = 1
+	}
 	ss.segs = make([]ssmSeg, 0, B)
 	ss.chunk = make([]deltaChunk, threads)
 	ss.free = make(chan *deltaChunk, threads)
@@ -171,8 +176,12 @@ func (d *DeltaNet) mix(m *Model, cache *kvcache.Cache, b *Batch, l int, h, out [
 	conv := (K - 1) * (qk + vc)
 	for _, sg := range ss.segs {
 		for i := sg.lo; i < sg.hi; i++ {
-			convStep(ss.qk[i*qk:(i+1)*qk], sg.st[:(K-1)*qk], d.convQK, K)
-			convStep(ss.v[i*vc:(i+1)*vc], sg.st[(K-1)*qk:conv], d.convV, K)
+			x, y := ss.qk[i*qk:(i+1)*qk], ss.v[i*vc:(i+1)*vc]
+			convStep(x, sg.st[:(K-1)*qk], d.convQK, K)
+			convStep(y, sg.st[(K-1)*qk:conv], d.convV, K)
+			// silu(x) as SwiGLU(x, x, 1): the vector kernel, float32 exp.
+			kernels.SwiGLU(x, x, ss.ones)
+			kernels.SwiGLU(y, y, ss.ones)
 		}
 		if sg.snap != nil {
 			copy(sg.snap[:conv], sg.st[:conv])
@@ -201,11 +210,9 @@ func (d *DeltaNet) mix(m *Model, cache *kvcache.Cache, b *Batch, l int, h, out [
 		for j := 0; j < nv; j++ {
 			y := ss.o[i*vc+j*S : i*vc+(j+1)*S]
 			kernels.RMSNorm(y, y, d.norm, c.NormEps)
-			for e, zv := range ss.z[i*vc+j*S : i*vc+(j+1)*S] {
-				y[e] *= zv * sigmoid32(zv)
-			}
 		}
 	}
+	kernels.SwiGLU(ss.o[:n*vc], ss.z[:n*vc], ss.o[:n*vc]) // y·silu(z)
 	m.pool.MatMul(out[:n*c.Embd], &d.out, ss.o[:n*vc], n)
 }
 
@@ -415,8 +422,9 @@ func (cs *deltaChunk) run(h []float32, in *deltaIn) {
 }
 
 // convStep runs one token through a causal depthwise conv: x holds the
-// token's C channels and becomes silu of the conv; state holds the K-1
-// previous inputs (oldest first) and is shifted by one; w is [C x K].
+// token's C channels and becomes the conv (silu is the caller's); state
+// holds the K-1 previous inputs (oldest first) and is shifted by one; w is
+// [C x K].
 func convStep(x, state, w []float32, K int) {
 	C := len(x)
 	for ch := 0; ch < C; ch++ {
@@ -431,7 +439,7 @@ func convStep(x, state, w []float32, K int) {
 		if K > 1 {
 			state[(K-2)*C+ch] = x[ch]
 		}
-		x[ch] = sum * sigmoid32(sum)
+		x[ch] = sum
 	}
 }
 
