@@ -346,10 +346,10 @@ func writeProfile(w io.Writer, p *cluster.Profile) {
 	step := p.StepTime
 	fmt.Fprintf(w, "split %s: step %s µs (coordinator's wall time per step)\n", p.Mode, us(step))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "rank\taddress\tcompute µs\tall-reduce µs\tpipeline µs\tidle µs\tall-reduces\tbytes sent\t")
+	fmt.Fprintln(tw, "rank\taddress\tcompute µs\tall-reduce µs\tpipeline µs\tidle µs\tall-reduces\tbytes sent\tsleeps\t")
 	for _, r := range p.Ranks {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%.0f\t%.0f\t\n", r.Rank, r.Addr, us(r.Compute), us(r.AllReduce), us(r.Stage), us(r.Idle),
-			float64(r.AllReduces)/n, float64(r.BytesSent)/n)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%.0f\t%.0f\t%.2f\t\n", r.Rank, r.Addr, us(r.Compute), us(r.AllReduce), us(r.Stage), us(r.Idle),
+			float64(r.AllReduces)/n, float64(r.BytesSent)/n, float64(r.Sleeps)/n)
 	}
 	tw.Flush()
 	layered := false

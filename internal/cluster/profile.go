@@ -37,12 +37,12 @@ type profiler struct {
 	allReduces, allReduceBytes, stageBytes uint64
 	layerCompute, layerAllReduce           []time.Duration
 	tail                                   time.Duration // compute after the last all-reduce of a step
-	sent0                                  uint64        // mesh bytes sent at the start
+	mesh0                                  meshTotals    // the data plane's counters at the start
 }
 
-func newProfiler(layers int, sent uint64) *profiler {
+func newProfiler(layers int, mesh meshTotals) *profiler {
 	return &profiler{layers: layers, layerCompute: make([]time.Duration, layers),
-		layerAllReduce: make([]time.Duration, layers), sent0: sent}
+		layerAllReduce: make([]time.Duration, layers), mesh0: mesh}
 }
 
 func (p *profiler) beginStep() {
@@ -103,6 +103,10 @@ type RankProfile struct {
 	StageBytes     uint64 `json:"stage_bytes"`
 	// BytesSent is everything the rank sent on the data plane.
 	BytesSent uint64 `json:"bytes_sent"`
+	// Sleeps counts the data receives that polled for the spin time in
+	// vain and slept until the peer's frame came (dist.PeerStats.Sleeps):
+	// a peer that late is usually one that lost its CPU.
+	Sleeps uint64 `json:"sleeps"`
 	// LayerCompute and LayerAllReduce are per layer of the rank's range
 	// (First first), present when the rank's layers end in all-reduces;
 	// HeadCompute is the compute after the last all-reduce (final norm,
@@ -114,10 +118,10 @@ type RankProfile struct {
 }
 
 // report turns the accumulated times into a RankProfile.
-func (p *profiler) report(rank int, r *rank, sent uint64) RankProfile {
+func (p *profiler) report(rank int, r *rank, mesh meshTotals) RankProfile {
 	rp := RankProfile{Rank: rank, Shard: r.sh.String(), Steps: p.steps, Busy: p.busy, AllReduce: p.arWait, Stage: p.stage,
 		Idle: p.idle, AllReduces: p.allReduces, AllReduceBytes: p.allReduceBytes, StageBytes: p.stageBytes,
-		BytesSent: sent - p.sent0, First: r.sh.First, HeadCompute: p.tail}
+		BytesSent: mesh.sent - p.mesh0.sent, Sleeps: mesh.sleeps - p.mesh0.sleeps, First: r.sh.First, HeadCompute: p.tail}
 	rp.Compute = p.busy - p.arWait - p.stage
 	if p.allReduces > 0 {
 		rp.LayerCompute, rp.LayerAllReduce = p.layerCompute, p.layerAllReduce
@@ -125,16 +129,20 @@ func (p *profiler) report(rank int, r *rank, sent uint64) RankProfile {
 	return rp
 }
 
-// meshSent is the bytes a rank has sent on its data plane so far.
-func meshSent(t *dist.TCP) uint64 {
+// meshTotals are a rank's data-plane counters summed over its peers.
+type meshTotals struct{ sent, sleeps uint64 }
+
+// meshSent is what a rank has sent and slept on its data plane so far.
+func meshSent(t *dist.TCP) meshTotals {
+	var m meshTotals
 	if t == nil {
-		return 0
+		return m
 	}
-	var n uint64
 	for _, ps := range t.Stats().Peers {
-		n += ps.BytesSent
+		m.sent += ps.BytesSent
+		m.sleeps += ps.Sleeps
 	}
-	return n
+	return m
 }
 
 // Profile is what `braid bench --profile` reports: every rank's times over

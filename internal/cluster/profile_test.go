@@ -83,6 +83,11 @@ func TestProfile(t *testing.T) {
 					if r.BytesSent < r.AllReduceBytes*2 {
 						t.Errorf("rank %d sent %d bytes, less than its partials to both peers (%d)", r.Rank, r.BytesSent, 2*r.AllReduceBytes)
 					}
+					// A sleep is a receive that waited past its spin: at
+					// most one per partial received.
+					if r.Sleeps > 2*r.AllReduces {
+						t.Errorf("rank %d: %d sleeps in %d receives", r.Rank, r.Sleeps, 2*r.AllReduces)
+					}
 				case "layer":
 					// The middle stage receives and sends, the ends one of the two.
 					want := uint64(steps * 4 * E)

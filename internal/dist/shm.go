@@ -57,6 +57,7 @@ func (t *TCP) negotiateShm() error {
 			return &PeerError{Rank: j, Addr: p.addr, What: "shared-memory offer", Err: err}
 		}
 		if p.shm != nil {
+			p.shm.sleeps = &p.stats.sleeps
 			t.log.Info("dist: data frames through shared memory (same host)", "rank", t.rank, "peer", j, "ring_bytes", shmRingSize)
 		}
 	}

@@ -164,3 +164,33 @@ func TestShmRefused(t *testing.T) {
 		t.Error("a missing file was mapped")
 	}
 }
+
+// TestSleepsCounted: a receive whose frame comes long after the spin time
+// counts one sleep, over TCP and shared memory; one whose frame is already
+// there counts none.
+func TestSleepsCounted(t *testing.T) {
+	for _, shm := range []bool{false, true} {
+		ts := tcpGroup(t, 2, MeshConfig{Timeout: 5 * time.Second, Spin: 100 * time.Microsecond, Shm: shm})
+		tag := wire.Tag{Op: wire.OpSendRecv}
+		noErrors(t, onAll(2, func(r int) error {
+			if r == 1 {
+				time.Sleep(200 * time.Millisecond) // far beyond the spin
+				return ts[1].Send(0, tag, []byte("late"))
+			}
+			_, err := ts[0].Recv(1, tag)
+			return err
+		}))
+		if s := ts[0].Stats().Peers[1].Sleeps; s != 1 {
+			t.Errorf("shm %v: a frame 200 ms late counted %d sleeps, want 1", shm, s)
+		}
+		if err := ts[1].Send(0, tag, []byte("early")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ts[0].Recv(1, tag); err != nil {
+			t.Fatal(err)
+		}
+		if s := ts[0].Stats().Peers[1].Sleeps; s != 1 {
+			t.Errorf("shm %v: a frame already there counted a sleep (%d in all)", shm, s)
+		}
+	}
+}

@@ -59,7 +59,8 @@ type shmLink struct {
 	mem    []byte
 	tx, rx shmRing
 	spin   time.Duration
-	wait   time.Duration // bound on one wait for data or room (MeshConfig.Timeout)
+	wait   time.Duration  // bound on one wait for data or room (MeshConfig.Timeout)
+	sleeps *atomic.Uint64 // receives that slept (the peer's PeerStats.Sleeps), or nil
 	limits wire.Limits
 
 	// dead ends every wait (the TCP connection failed or the transport
@@ -273,6 +274,9 @@ func (l *shmLink) await(seq, flag *atomic.Uint32, ready func() bool, what string
 				break
 			}
 		}
+	}
+	if l.sleeps != nil && seq == l.rx.dataSeq {
+		l.sleeps.Add(1)
 	}
 	for {
 		flag.Store(1)

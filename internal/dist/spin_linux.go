@@ -42,9 +42,15 @@ func socketFD(conn net.Conn) int {
 // goroutine each, so the spin takes no CPU another goroutine of this
 // process could use; sched_yield between peeks lets another process on the
 // same CPU run (an oversubscribed machine).
-func (c *tcpConn) spin(d time.Duration, q *queue) {
-	if d <= 0 || c.fd < 0 || len(q.full) > 0 {
-		return
+//
+// It reports whether the wait is over (bytes or a frame are there); false
+// means the spin ran out (or polling is off) and the receive sleeps.
+func (c *tcpConn) spin(d time.Duration, q *queue) bool {
+	if len(q.full) > 0 || c.fd < 0 {
+		return true
+	}
+	if d <= 0 {
+		return false
 	}
 	var b [1]byte
 	start := time.Now()
@@ -52,14 +58,14 @@ func (c *tcpConn) spin(d time.Duration, q *queue) {
 		_, _, e := unix.Syscall6(unix.SYS_RECVFROM, uintptr(c.fd), uintptr(unsafe.Pointer(&b[0])), 1,
 			unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
 		if e != unix.EAGAIN {
-			return // bytes, end of stream or an error: the reader takes it from here
+			return true // bytes, end of stream or an error: the reader takes it from here
 		}
 		if len(q.full) > 0 {
-			return
+			return true
 		}
 		if i%8 == 7 {
 			if time.Since(start) > d {
-				return
+				return false
 			}
 			unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 		}

@@ -11,4 +11,4 @@ import (
 
 func socketFD(net.Conn) int { return -1 }
 
-func (c *tcpConn) spin(time.Duration, *queue) {}
+func (c *tcpConn) spin(time.Duration, *queue) bool { return true }

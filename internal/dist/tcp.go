@@ -871,7 +871,9 @@ func (p *tcpPeer) recv(tag wire.Tag) ([]byte, error) {
 		return b, nil
 	}
 	timeout := p.t.cfg.Timeout
-	p.conns[0].spin(p.t.cfg.Spin, p.conns[0].data)
+	if !p.conns[0].spin(p.t.cfg.Spin, p.conns[0].data) {
+		p.stats.sleeps.Add(1)
+	}
 	f, err := p.conns[0].data.take(timeout)
 	if err != nil {
 		return nil, err

@@ -76,6 +76,10 @@ type PeerStats struct {
 	Addr                   string
 	BytesSent, BytesRecv   uint64
 	FramesSent, FramesRecv uint64
+	// Sleeps counts the data receives that found nothing after polling for
+	// the spin time and slept until the frame came: the peer was that
+	// much later, and waking costs more than the poll.
+	Sleeps uint64
 }
 
 // Stats is a snapshot of a transport's counters.
@@ -112,7 +116,7 @@ const DefaultTimeout = 30 * time.Second
 
 // counters are one peer's traffic counters, updated on the hot path.
 type counters struct {
-	bytesSent, bytesRecv, framesSent, framesRecv atomic.Uint64
+	bytesSent, bytesRecv, framesSent, framesRecv, sleeps atomic.Uint64
 }
 
 func (c *counters) sent(n int) { c.bytesSent.Add(uint64(n)); c.framesSent.Add(1) }
@@ -120,7 +124,7 @@ func (c *counters) recv(n int) { c.bytesRecv.Add(uint64(n)); c.framesRecv.Add(1)
 
 func (c *counters) snapshot(rank int, addr string) PeerStats {
 	return PeerStats{Rank: rank, Addr: addr, BytesSent: c.bytesSent.Load(), BytesRecv: c.bytesRecv.Load(),
-		FramesSent: c.framesSent.Load(), FramesRecv: c.framesRecv.Load()}
+		FramesSent: c.framesSent.Load(), FramesRecv: c.framesRecv.Load(), Sleeps: c.sleeps.Load()}
 }
 
 // frame is one received message in a queue's preallocated buffer.
