@@ -22,6 +22,7 @@ var shmDir = "/dev/shm"
 
 // createShm makes, maps and stamps a pair's file for the lower rank.
 func createShm(cfg MeshConfig) (*shmLink, shmOffer, error) {
+	removeStaleShm()
 	cookie := make([]byte, shmCookieLen)
 	var name [8]byte
 	if _, err := rand.Read(cookie); err != nil {
@@ -80,6 +81,23 @@ func mapShm(f *os.File, create bool) ([]byte, error) {
 }
 
 func removeShm(path string) { os.Remove(path) }
+
+// removeStaleShm removes the files of processes that are gone: a rank
+// killed between making its file and its peer's answer leaves one (the
+// name carries the maker's process id).
+func removeStaleShm() {
+	names, _ := filepath.Glob(filepath.Join(shmDir, "braid-*-*"))
+	for _, n := range names {
+		var pid int
+		var rest string
+		if _, err := fmt.Sscanf(filepath.Base(n), "braid-%d-%s", &pid, &rest); err != nil || pid <= 0 || pid == os.Getpid() {
+			continue
+		}
+		if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
+			os.Remove(n)
+		}
+	}
+}
 
 func (l *shmLink) unmap() { unix.Munmap(l.mem) }
 

@@ -194,3 +194,24 @@ func TestSleepsCounted(t *testing.T) {
 		}
 	}
 }
+
+// TestStaleShmRemoved: a file left by a process that is gone is removed
+// when the next pair forms; one of a live process is kept.
+func TestStaleShmRemoved(t *testing.T) {
+	dead := filepath.Join(shmDir, "braid-999999999-0123456789abcdef")
+	live := filepath.Join(shmDir, fmt.Sprintf("braid-%d-fedcba9876543210", os.Getppid()))
+	for _, p := range []string{dead, live} {
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
+			t.Skipf("no shared-memory directory here: %v", err)
+		}
+	}
+	defer os.Remove(live)
+	tcpGroup(t, 2, MeshConfig{Timeout: 5 * time.Second, Shm: true})
+	if _, err := os.Stat(dead); !os.IsNotExist(err) {
+		os.Remove(dead)
+		t.Errorf("the file of a process that is gone was kept (%v)", err)
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("the file of a live process was removed: %v", err)
+	}
+}
