@@ -114,7 +114,8 @@ def fmt(s): return f"{s[0]:.1f} [{s[1]:.1f}-{s[2]:.1f}]"
 mem = [float(m) for m in re.findall(r"([\d.]+) GB/s", open(f"{out}/memread.txt").read())]
 print(f"\nread bandwidth, 1 thread (BenchmarkMemRead, 2 GiB, median [range] of {len(mem)}): {fmt(stat(mem))} GB/s")
 braid, base, llama, shape = {}, {}, {}, {}
-def read_braid(path, into):
+braid_cpu, base_cpu = {}, {}
+def read_braid(path, into, cpu):
     try:
         lines = open(path).readlines()
     except FileNotFoundError:
@@ -124,8 +125,11 @@ def read_braid(path, into):
         if m:
             into.setdefault(m[1], []).append(float(m[4]))
             shape[m[1]] = (int(m[2]), int(m[3]))
-read_braid(f"{out}/braid.txt", braid)
-read_braid(f"{out}/base.txt", base)
+            c = re.search(r"([\d.]+) cpu-GB/s", line)
+            if c:
+                cpu.setdefault(m[1], []).append(float(c[1]))
+read_braid(f"{out}/braid.txt", braid, braid_cpu)
+read_braid(f"{out}/base.txt", base, base_cpu)
 try:
     for line in open(f"{out}/llama.txt"):
         m = re.search(r"name=decode_(\w+),.*?([\d.]+) us/run", line)
@@ -169,5 +173,15 @@ for n, r, c, size, b, l in rows:
     if base:
         before = (f"{fmt(stat(base[n]))} | {share(base, n)} | ") if n in base else "- | - | "
     print(f"| {n} | {r}x{c} | {size / 2**20:.0f} | {before}{fmt(b)} | {ls} | {ratio} | {bshare} | {lshare} |")
+# The same braid runs by the thread's CPU time (cpu-GB/s): on a shared
+# machine the wall figures count the time other processes held the core.
+print("\nbraid by thread CPU time (GB/s of weights per CPU second of the benchmark thread):\n")
+print("| format | " + ("before | before, share of Q4_K | " if base_cpu else "") + "braid | share of Q4_K |")
+print("|---|" + ("---|---|" if base_cpu else "") + "---|---|")
+for n, *_ in rows:
+    if n not in braid_cpu:
+        continue
+    before = f"{fmt(stat(base_cpu[n]))} | {share(base_cpu, n)} | " if n in base_cpu else ("- | - | " if base_cpu else "")
+    print(f"| {n} | {before}{fmt(stat(braid_cpu[n]))} | {share(braid_cpu, n)} |")
 PY
 echo "raw results: $out"
