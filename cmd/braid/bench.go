@@ -52,6 +52,10 @@ type benchRow struct {
 	// LoadReason why (--load-mode's, or auto's reason).
 	LoadMode   string `json:"load_mode"`
 	LoadReason string `json:"load_mode_reason"`
+	// MajorFaults are the page faults of the timed runs that read from
+	// disk (this process's majflt): weights the kernel reclaimed and this
+	// process read again. Zero where /proc is not.
+	MajorFaults uint64 `json:"major_faults"`
 	// Profile is one more decode run timed per rank (--profile, with
 	// --workers).
 	Profile *cluster.Profile `json:"profile,omitempty"`
@@ -298,7 +302,11 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 					row := benchRow{Model: filepath.Base(*path), Threads: t, PromptTokens: p, GenTokens: n, Parallel: np, Depth: *depth, Runs: *reps,
 						LoadMode: load.Mode.String(), LoadReason: load.Reason}
 					var pp, tg []float64
+					var faults uint64
 					for r := -1; r < *reps; r++ { // run -1 warms caches and page-ins
+						if r == 0 {
+							faults = majorFaults()
+						}
 						var dp, dn time.Duration
 						var err error
 						if p > 0 {
@@ -322,6 +330,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 							}
 						}
 					}
+					row.MajorFaults = majorFaults() - faults
 					if *profile && n > 0 {
 						if err := cl.StartProfile(); err != nil {
 							release()
@@ -397,6 +406,26 @@ func medianRange(xs []float64) (med, lo, hi float64) {
 		med = (s[n/2-1] + s[n/2]) / 2
 	}
 	return med, s[0], s[n-1]
+}
+
+// majorFaults is the process's count of page faults that read from disk
+// (field 12 of /proc/self/stat), 0 when unknown.
+func majorFaults() uint64 {
+	data, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) may hold spaces: count from its ")".
+	i := strings.LastIndexByte(string(data), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 10 {
+		return 0
+	}
+	v, _ := strconv.ParseUint(f[9], 10, 64) // fields 3.. start at f[0]: majflt is field 12
+	return v
 }
 
 // peakRSS reads the process's high-water resident set (VmHWM).

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"braid/internal/sysinfo"
+)
+
+// TestMajorFaults: reading a mapped page whose page cache was dropped is
+// a major fault, and majorFaults counts it.
+func TestMajorFaults(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "pages")
+	if err := os.WriteFile(path, make([]byte, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Fsync(int(f.Fd())); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		t.Skipf("fadvise: %v", err)
+	}
+	b, err := unix.Mmap(int(f.Fd()), 0, 1<<20, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(b)
+	before := majorFaults()
+	var sum byte
+	for i := 0; i < len(b); i += 4096 {
+		sum += b[i]
+	}
+	after := majorFaults()
+	if after <= before {
+		if sysinfo.InMemoryFS(path) {
+			t.Skip("the temporary directory is in memory: no page is read from disk")
+		}
+		t.Errorf("reading 256 dropped pages: majflt %d -> %d (sum %d)", before, after, sum)
+	}
+}
