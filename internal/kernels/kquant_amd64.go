@@ -58,15 +58,14 @@ func cpuVendor() string {
 	return string(v[:])
 }
 
-// kqPrefetchDist is how far ahead of the block being read the K-quant dot
-// kernels prefetch weights (KQ_PREFETCH3 in kquant_amd64.s): 2 KiB, as
-// measured best on Sapphire Rapids, but 0 (no prefetch ahead) on AMD,
-// where it made streaming slower (Zen 4: a third).
-var kqPrefetchDist int64 = 2048
+// kqPrefetchOn says whether the K-quant dot kernels prefetch weights ahead
+// (KQ_PREFETCH3 in kquant_amd64.s): yes, as measured best on Sapphire
+// Rapids, but not on AMD, where it made streaming slower (Zen 4: a third).
+var kqPrefetchOn byte = 1
 
 func init() {
 	if v := cpuVendor(); v == "AuthenticAMD" || v == "HygonGenuine" {
-		kqPrefetchDist = 0
+		kqPrefetchOn = 0
 	}
 	// VPERMW and the byte/word ops need BW; VL for the 256-bit EVEX forms;
 	// VNNI for VPDPWSSD. FMA and F16C come with every AVX-512 CPU.

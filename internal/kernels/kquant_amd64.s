@@ -195,28 +195,36 @@ DATA kqQ4KPerm2<>+240(SB)/8, $0x0007000700070007
 DATA kqQ4KPerm2<>+248(SB)/8, $0x0007000700070007
 GLOBL kqQ4KPerm2<>(SB), RODATA|NOPTR, $256
 
-// Software prefetch of the weights, kqPrefetchDist (R14) bytes ahead.
-// Streaming a big matrix, the hardware prefetchers alone left a thread at
-// about half of the plain read bandwidth on Sapphire Rapids (the kernel
-// takes ~15 cycles per block, so few misses are in flight); with T0 lines
-// 2 KiB ahead (3 or 4 lines cover a block's advance) and one T2 touch 8 KiB
-// ahead (R14*4), which mostly starts the page walk for the next 4 KiB page
-// early, it reached ~85 % (4 KiB pages) and ~93 % (transparent huge pages)
-// of it. On Zen 4 the same prefetches cost a third of the stream (Q4_K at
-// one thread, 128 MiB: ~12.5 GB/s with them, ~17.5 without), and no
-// distance tried (2 or 8 KiB, T0 or T2 alone) helped, so there the distance
-// is 0 and the prefetches touch the block being read, which costs nothing
-// measurable; a branch would need a label per macro use.
-#define KQ_PREFETCH3 \
-	MOVQ ·kqPrefetchDist(SB), R14 \
-	PREFETCHT0 (SI)(R14*1) \
-	PREFETCHT0 64(SI)(R14*1) \
-	PREFETCHT0 128(SI)(R14*1) \
-	PREFETCHT2 (SI)(R14*4)
+// Software prefetch of the weights, where kqPrefetchOn says so; skip is
+// a label of the caller's, after the prefetches. Streaming a big matrix,
+// the hardware prefetchers alone left a thread at about half of the plain
+// read bandwidth on Sapphire Rapids (the kernel takes ~15 cycles per
+// block, so few misses are in flight); with T0 lines 2 KiB ahead (3 or 4
+// lines cover a block's advance) and one T2 touch 8 KiB ahead, which
+// mostly starts the page walk for the next 4 KiB page early, it reached
+// ~85 % (4 KiB pages) and ~93 % (transparent huge pages) of it. On Zen 4
+// the same prefetches cost a third of the stream (Q4_K at one thread,
+// 128 MiB: ~12.5 GB/s with them, ~17.5 without), and no distance tried
+// (2 or 8 KiB, T0 or T2 alone) helped, so there they are skipped; the
+// compare and the predicted branch cost about nothing.
+#define KQ_PREFETCH3(skip) \
+	CMPB ·kqPrefetchOn(SB), $0 \
+	JEQ skip \
+	PREFETCHT0 2048(SI) \
+	PREFETCHT0 2112(SI) \
+	PREFETCHT0 2176(SI) \
+	PREFETCHT2 8192(SI) \
+skip:
 
-#define KQ_PREFETCH4 \
-	KQ_PREFETCH3 \
-	PREFETCHT0 192(SI)(R14*1)
+#define KQ_PREFETCH4(skip) \
+	CMPB ·kqPrefetchOn(SB), $0 \
+	JEQ skip \
+	PREFETCHT0 2048(SI) \
+	PREFETCHT0 2112(SI) \
+	PREFETCHT0 2176(SI) \
+	PREFETCHT0 2240(SI) \
+	PREFETCHT2 8192(SI) \
+skip:
 
 // func cpuidVendor() (ebx, edx, ecx uint32)
 TEXT ·cpuidVendor(SB), NOSPLIT, $0-12
@@ -404,7 +412,7 @@ TEXT ·kqQ4KAVX512VNNI(SB), NOSPLIT, $0-28
 	VPXORD Z30, Z30, Z30
 
 q4k512loop:
-	KQ_PREFETCH3
+	KQ_PREFETCH3(q4k512looppf)
 	KQ_SCALES_K4V(4)
 	VPMOVZXBW X0, Y4
 
@@ -453,7 +461,7 @@ TEXT ·kqQ5KAVX512VNNI(SB), NOSPLIT, $0-28
 	VPXORD Z30, Z30, Z30
 
 q5k512loop:
-	KQ_PREFETCH3
+	KQ_PREFETCH3(q5k512looppf)
 	KQ_SCALES_K4V(4)
 	VPMOVZXBW X0, Y4
 
@@ -540,7 +548,7 @@ TEXT ·kqQ6KAVX512VNNI(SB), NOSPLIT, $0-28
 	VPXORD Z29, Z29, Z29
 
 q6k512loop:
-	KQ_PREFETCH4
+	KQ_PREFETCH4(q6k512looppf)
 	VPMOVSXBW 192(SI), Y4
 	VPMADDWD 260(DI), Y4, Y5
 	VPSLLD $5, Y5, Y5
@@ -615,7 +623,7 @@ TEXT ·kqIQ4XSAVX512VNNI(SB), NOSPLIT, $0-28
 	VPXORD Z30, Z30, Z30
 
 iq4xs512loop:
-	KQ_PREFETCH3
+	KQ_PREFETCH3(iq4xs512looppf)
 	// ls_j = scales_l nibble j | (scales_h >> 2j & 3) << 4: two PDEPs
 	// spread the nibbles and the 2-bit pairs into one byte each.
 	MOVL 4(SI), AX
@@ -674,7 +682,7 @@ TEXT ·kqQ2KAVX512VNNI(SB), NOSPLIT, $0-28
 	VPXORD Z30, Z30, Z30
 
 q2k512loop:
-	KQ_PREFETCH3
+	KQ_PREFETCH3(q2k512looppf)
 	// 4-bit scales (low nibbles) and mins (high nibbles) as words
 	VMOVDQU (SI), X0
 	VPSRLW $4, X0, X1
@@ -774,7 +782,7 @@ TEXT ·kqQ3KAVX512VNNI(SB), NOSPLIT, $0-28
 	VPXORD Z29, Z29, Z29
 
 q3k512loop:
-	KQ_PREFETCH3
+	KQ_PREFETCH3(q3k512looppf)
 	// 16 6-bit scales: low nibbles from bytes 0-7, top 2 bits from 8-11
 	// (ggml's kmask arithmetic, two 32-bit halves at a time).
 	MOVQ 96(SI), R8
@@ -865,7 +873,7 @@ TEXT ·kqQ4KAVX2(SB), NOSPLIT, $0-28
 	VXORPS Y11, Y11, Y11
 
 q4k256loop:
-	KQ_PREFETCH3
+	KQ_PREFETCH3(q4k256looppf)
 	KQ_SCALES_K4(4)
 	VPMOVZXBW X0, Y4
 
@@ -934,7 +942,7 @@ TEXT ·kqQ5KAVX2(SB), NOSPLIT, $0-28
 	VXORPS Y11, Y11, Y11
 
 q5k256loop:
-	KQ_PREFETCH3
+	KQ_PREFETCH3(q5k256looppf)
 	KQ_SCALES_K4(4)
 	VPMOVZXBW X0, Y4
 
@@ -1008,7 +1016,7 @@ TEXT ·kqQ6KAVX2(SB), NOSPLIT, $0-28
 	VXORPS Y11, Y11, Y11
 
 q6k256loop:
-	KQ_PREFETCH4
+	KQ_PREFETCH4(q6k256looppf)
 	VMOVDQU 192(SI), X4
 	VPMOVSXBW X4, Y5
 	VPMADDWD 260(DI), Y5, Y5
@@ -1098,7 +1106,7 @@ TEXT ·kqQ2KAVX2(SB), NOSPLIT, $0-28
 	VXORPS Y11, Y11, Y11
 
 q2k256loop:
-	KQ_PREFETCH3
+	KQ_PREFETCH3(q2k256looppf)
 	VMOVDQU (SI), X4
 	VPSRLW $4, X4, X5
 	VPAND X14, X4, X4
@@ -1166,7 +1174,7 @@ TEXT ·kqQ3KAVX2(SB), NOSPLIT, $0-28
 	VXORPS Y11, Y11, Y11
 
 q3k256loop:
-	KQ_PREFETCH3
+	KQ_PREFETCH3(q3k256looppf)
 	KQ_SCALES_Q3
 	VMOVDQU kqB20<>(SB), X1
 	VPSUBB X1, X4, X4
@@ -1265,7 +1273,7 @@ TEXT ·kqIQ4XSAVX2(SB), NOSPLIT, $0-28
 	VXORPS Y11, Y11, Y11
 
 iq4xs256loop:
-	KQ_PREFETCH3
+	KQ_PREFETCH3(iq4xs256looppf)
 	MOVL 4(SI), AX
 	PDEPQ R11, AX, AX
 	MOVWLZX 2(SI), BX
