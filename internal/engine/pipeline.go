@@ -129,11 +129,7 @@ func (s *Scheduler) launchGroup(take int, split bool) bool {
 		q.inFlight = true
 	}
 	err := s.pipe.Launch(&s.batch, out, split)
-	s.steps.Add(1)
-	s.stepSeqs[decoding].Add(1)
-	if int64(decoding) > s.maxStep.Load() {
-		s.maxStep.Store(int64(decoding))
-	}
+	s.countStep(decoding)
 	if err != nil {
 		s.failAll(err)
 		return false
@@ -203,6 +199,16 @@ func (s *Scheduler) stepDone(err error) {
 		s.degraded.Store(&why)
 	} else if err == nil && s.degraded.Load() != nil {
 		s.degraded.Store(nil)
+	}
+}
+
+// countStep records a step that decoded n sequences (for /metrics and
+// the largest batch seen).
+func (s *Scheduler) countStep(n int) {
+	s.steps.Add(1)
+	s.stepSeqs[n].Add(1)
+	if int64(n) > s.maxStep.Load() {
+		s.maxStep.Store(int64(n))
 	}
 }
 

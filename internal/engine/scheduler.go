@@ -667,11 +667,7 @@ func (s *Scheduler) step() {
 	out, decoding := s.buildBatch(s.active)
 	err := s.b.Forward(&s.batch, out, s.logits)
 	now := time.Now()
-	s.steps.Add(1)
-	s.stepSeqs[decoding].Add(1)
-	if int64(decoding) > s.maxStep.Load() {
-		s.maxStep.Store(int64(decoding))
-	}
+	s.countStep(decoding)
 	if err != nil {
 		s.failAll(err)
 		return

@@ -390,11 +390,7 @@ func (s *Scheduler) stepSpec() {
 		sp.cfg.Exact(0)
 	}
 	now := time.Now()
-	s.steps.Add(1)
-	s.stepSeqs[len(sp.dec)].Add(1)
-	if int64(len(sp.dec)) > s.maxStep.Load() {
-		s.maxStep.Store(int64(len(sp.dec)))
-	}
+	s.countStep(len(sp.dec))
 	if err != nil && errors.Is(err, ErrUnavailable) {
 		why := err.Error()
 		s.degraded.Store(&why)
