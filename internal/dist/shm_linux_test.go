@@ -42,6 +42,9 @@ func TestShmUsed(t *testing.T) {
 			}
 		}
 	}
+	if k := ts[0].(*TCP).Kind(); k != "tcp+shm" {
+		t.Errorf("the transport says %s, want tcp+shm", k)
+	}
 	after, _ := filepath.Glob(filepath.Join(shmDir, "braid-*"))
 	if len(after) > len(before) {
 		t.Errorf("shared-memory files left under %s: %v (before: %v)", shmDir, after, before)
@@ -50,8 +53,8 @@ func TestShmUsed(t *testing.T) {
 	mixed, errs := connectAll(t, 2, MeshConfig{Timeout: 5 * time.Second}, func(r int, c *MeshConfig) { c.Shm = r == 0 })
 	noErrors(t, errs)
 	for r, tr := range mixed {
-		if k := tr.Peer(1 - r).Kind; k != "tcp" {
-			t.Errorf("mixed pair, rank %d: %s, want tcp", r, k)
+		if k := tr.Peer(1 - r).Kind; k != "tcp" || tr.Kind() != "tcp" {
+			t.Errorf("mixed pair, rank %d: %s (transport %s), want tcp", r, k, tr.Kind())
 		}
 	}
 	noErrors(t, onAll(2, func(r int) error {

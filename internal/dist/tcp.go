@@ -711,8 +711,16 @@ func (t *TCP) Rank() int { return t.rank }
 // Size is the number of ranks.
 func (t *TCP) Size() int { return t.size }
 
-// Kind is "tcp".
-func (t *TCP) Kind() string { return "tcp" }
+// Kind is "tcp", or "tcp+shm" when some peer's data frames go through
+// shared memory (shm.go).
+func (t *TCP) Kind() string {
+	for _, p := range t.peers {
+		if p != nil && p.shm != nil {
+			return "tcp+shm"
+		}
+	}
+	return "tcp"
+}
 
 func (t *TCP) send(j int, typ wire.Type, tag wire.Tag, data []byte, async bool) error {
 	p, err := t.peer(j)
