@@ -57,7 +57,18 @@ func TestDecodeAllocs(t *testing.T) {
 				return ms.Mallocs - before
 			}
 			run(160) // grow every buffer past the measured lengths
-			short, long := run(16), run(96)
+			// Mallocs counts the whole process: a goroutine left by another
+			// test (an idle scheduler's healing tick) can allocate during a
+			// run. That only adds, so the least of three runs is the
+			// generation's own count; a per-token allocation shows in all.
+			least := func(n int) uint64 {
+				m := run(n)
+				for range 2 {
+					m = min(m, run(n))
+				}
+				return m
+			}
+			short, long := least(16), least(96)
 			t.Logf("allocations: %d for 16 tokens, %d for 96", short, long)
 			if long > short+2 {
 				t.Errorf("%d allocations for 96 tokens, %d for 16: the decode path allocates", long, short)
