@@ -2,8 +2,10 @@ package cluster
 
 import (
 	"encoding/json"
+	"runtime"
 	"testing"
 
+	"braid/internal/dist"
 	"braid/internal/engine"
 	"braid/internal/model"
 )
@@ -30,8 +32,8 @@ func TestNetbenchWorkers(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	if rep.Ranks != 3 || len(rep.Pairs) != 3 || len(rep.Sweep) != 7*3 || rep.Transport != "tcp" {
-		t.Errorf("report of %d ranks (%s), %d pairs, %d sweep rows; want 3 (tcp), 3, 21:\n%s", rep.Ranks, rep.Transport, len(rep.Pairs), len(rep.Sweep), out)
+	if rep.Ranks != 3 || len(rep.Pairs) != 3 || len(rep.Sweep) != 7*3 || rep.Transport != sameHostTransport() {
+		t.Errorf("report of %d ranks (%s), %d pairs, %d sweep rows; want 3 (%s), 3, 21:\n%s", rep.Ranks, rep.Transport, len(rep.Pairs), len(rep.Sweep), sameHostTransport(), out)
 	}
 	path := sharedModel(t, "stories260K/stories260K-Q8_0.gguf")
 	c := openCluster(t, path, "tensor", nil, w1, w2)
@@ -40,4 +42,13 @@ func TestNetbenchWorkers(t *testing.T) {
 	if err := c.Forward(&b, engine.Output{TopK: 1}, make([]float32, c.Vocab())); err != nil {
 		t.Fatalf("a step after netbench: %v", err)
 	}
+}
+
+// sameHostTransport is the data plane's kind between ranks on this host:
+// shared memory beside the TCP connection on Linux unless BRAID_NO_SHM.
+func sameHostTransport() string {
+	if runtime.GOOS == "linux" && dist.ShmDefault() {
+		return "tcp+shm"
+	}
+	return "tcp"
 }

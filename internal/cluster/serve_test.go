@@ -116,7 +116,7 @@ func TestServeOnWorkers(t *testing.T) {
 			t.Errorf("/metrics: %s = %v (present %v), want > 0", series, v, ok)
 		}
 	}
-	if !strings.Contains(m, `braid_cluster_link_info{rank="0",peer="1",addr="`) || !strings.Contains(m, `transport="tcp"} 1`) {
+	if !strings.Contains(m, `braid_cluster_link_info{rank="0",peer="1",addr="`) || !strings.Contains(m, `transport="`+sameHostTransport()+`"} 1`) {
 		t.Errorf("/metrics lacks the data-plane link:\n%s", m)
 	}
 	w.kill()
