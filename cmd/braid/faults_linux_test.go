@@ -46,16 +46,29 @@ func TestMajorFaults(t *testing.T) {
 			t.Skipf("page %d of %d stayed cached after FADV_DONTNEED on this file system: no page can be read from disk", i, len(vec))
 		}
 	}
+	// The kernel's own count (getrusage) is the oracle: on a loaded machine
+	// it has been seen to count no major fault for these reads (the pages
+	// came back some other way), which says nothing about majorFaults.
+	var ru0, ru1 unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru0); err != nil {
+		t.Fatal(err)
+	}
 	before := majorFaults()
 	var sum byte
 	for i := 0; i < len(b); i += 4096 {
 		sum += b[i]
 	}
 	after := majorFaults()
-	if after <= before {
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru1); err != nil {
+		t.Fatal(err)
+	}
+	if ru1.Majflt == ru0.Majflt {
 		if sysinfo.InMemoryFS(path) {
 			t.Skip("the temporary directory is in memory: no page is read from disk")
 		}
-		t.Errorf("reading 256 dropped pages: majflt %d -> %d (sum %d)", before, after, sum)
+		t.Skipf("the kernel counted no major fault for reading %d dropped pages (getrusage %d -> %d)", len(vec), ru0.Majflt, ru1.Majflt)
+	}
+	if after <= before {
+		t.Errorf("reading %d dropped pages: getrusage counted %d major faults, majorFaults %d -> %d (sum %d)", len(vec), ru1.Majflt-ru0.Majflt, before, after, sum)
 	}
 }
