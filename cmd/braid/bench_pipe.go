@@ -14,20 +14,20 @@ import (
 // turned off with --no-overlap), else nil.
 func overlapPipe(be engine.Backend, np int, off bool) engine.Pipeline {
 	p, ok := be.(engine.Pipeline)
-	if !ok || off || np < 2 || p.Stages() < 2 {
+	if !ok || off || np < 2 || p.Depth() < 2 {
 		return nil
 	}
 	return p
 }
 
 // decodeOverlapped is the decode test on a Pipeline, as the scheduler runs
-// it: the np sequences in min(stages, np) groups (the cut of Forward's
+// it: the np sequences in min(Depth, np) groups (the cut of Forward's
 // micro-batches), each group's next step launched as soon as its last one
 // is collected, so that the stages work on different groups at once. Every
 // sequence decodes n tokens from position depth; the tokens are random, as
 // in the test that does not overlap.
 func decodeOverlapped(p engine.Pipeline, np, n, depth int, rng *rand.Rand, vocab int, logits []float32) (time.Duration, error) {
-	groups := min(p.Stages(), np)
+	groups := min(p.Depth(), np)
 	batches := make([]model.Batch, groups)
 	next := make([]int, groups) // each group's next position
 	launch := func(g int) error {

@@ -789,7 +789,7 @@ func (c *Cluster) Forward(b *model.Batch, out engine.Output, logits []float32) e
 // step is one Step frame to each worker, this rank's shard, and one result
 // from each (pipeline.go).
 func (c *Cluster) step(b *model.Batch, out engine.Output, logits []float32) error {
-	if err := c.launch(b, out, c.mode.PP); err != nil {
+	if err := c.launch(b, out, c.Depth()); err != nil {
 		return err
 	}
 	return c.collect(logits)

@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	"braid/internal/engine"
@@ -35,17 +36,57 @@ type flightStep struct {
 	local, allReduce, pipeline time.Duration
 }
 
-// Stages is the number of pipeline stages: how many steps can be in flight
-// to keep them all busy (engine.Pipeline).
+// Stages is the number of pipeline stages.
 func (c *Cluster) Stages() int { return c.mode.PP }
+
+// Depth is how many steps to keep in flight (engine.Pipeline): one per
+// stage, fewer when stages share this node's cores. The ranks on this node
+// (rank 0 and the workers whose data frames come through shared memory)
+// compute at once only as far as its cores go, so a step in flight beyond
+// that only waits for a core while it splits the sequences into smaller
+// groups (measured: 3 stages on 2 cores, 2 steps in flight beat 3). Ranks
+// elsewhere count as having their own cores.
+func (c *Cluster) Depth() int {
+	if c.mesh == nil {
+		return c.mode.PP
+	}
+	local := func(r int) bool { return r == 0 || c.mesh.Peer(r).Kind == "tcp+shm" }
+	threads := func(r int) int {
+		if r == 0 {
+			return c.pool.Threads()
+		}
+		return c.workers[r-1].info.Threads
+	}
+	return pipelineDepth(c.mode.PP, c.mode.TP, local, threads, runtime.NumCPU())
+}
+
+// pipelineDepth is Depth for pp stages of tp ranks (rank = stage*tp + i):
+// the stages whose ranks all run on this node's cores (local) count as far
+// as cores / (the most threads one of them uses) of them fit; the others
+// count in full.
+func pipelineDepth(pp, tp int, local func(rank int) bool, threads func(rank int) int, cores int) int {
+	here, need := 0, 1
+	for s := 0; s < pp; s++ {
+		all, t := true, 0
+		for i := 0; i < tp; i++ {
+			all = all && local(s*tp+i)
+			t += max(threads(s*tp+i), 1)
+		}
+		if all {
+			here++
+			need = max(need, t)
+		}
+	}
+	return pp - here + min(here, max(1, cores/need))
+}
 
 // InFlight is the number of launched steps not yet collected.
 func (c *Cluster) InFlight() int { return len(c.flight) }
 
 // Launch starts a step on every rank and returns once this rank's part
 // has run (engine.Pipeline). A step that overlaps others runs whole
-// (split false); split cuts it into one micro-batch per stage, as Forward
-// does. Its rows come from the Collect that finishes it.
+// (split false); split cuts it into Depth micro-batches, as Forward does.
+// Its rows come from the Collect that finishes it.
 func (c *Cluster) Launch(b *model.Batch, out engine.Output, split bool) error {
 	if c.closed {
 		return errors.New("cluster: closed")
@@ -64,7 +105,7 @@ func (c *Cluster) Launch(b *model.Batch, out engine.Output, split bool) error {
 	}
 	parts := 1
 	if split {
-		parts = c.mode.PP
+		parts = c.Depth()
 	}
 	return c.launch(b, out, parts)
 }

@@ -12,8 +12,8 @@ import (
 // whose layers are split into stages. While one step's hidden states are
 // in a later stage, the first stage can already run the next step, if that
 // step does not wait for the first one's tokens: the scheduler keeps the
-// running sequences in as many groups as there are stages, and each group's
-// step is in a different stage.
+// running sequences in as many groups as steps can usefully be in flight
+// (Depth: a stage each), and each group's step is in a different stage.
 //
 // Steps are collected in the order they were launched. While steps are in
 // flight, Forward must not be called, and the KV methods may only touch
@@ -21,12 +21,12 @@ import (
 // ranks after those steps, in the order made).
 type Pipeline interface {
 	Backend
-	// Stages is how many steps can be in flight to keep every stage busy
-	// (1: steps do not overlap).
-	Stages() int
+	// Depth is how many steps to keep in flight: one per stage, or fewer
+	// when stages share cores (1: steps do not overlap).
+	Depth() int
 	// Launch starts a step: when it returns, b and out may be reused and
-	// the step runs on in the later stages. split cuts the step into one
-	// micro-batch per stage, as Forward does (a single sequence's prompt);
+	// the step runs on in the later stages. split cuts the step into Depth
+	// micro-batches, as Forward does (a single sequence's prompt);
 	// steps of groups that overlap anyway run whole, so that each stage
 	// multiplies all of a group's tokens at once. A failed Launch fails
 	// every step in flight (as a failed Forward, the cluster re-forms).
@@ -54,7 +54,7 @@ var ErrInFlight = errors.New("engine: Forward while pipelined steps are in fligh
 // tokens of one of Forward's micro-batches, every sequence's logits are
 // bit for bit those of the schedule that does not overlap (TestPipeline*).
 func (s *Scheduler) stepOverlapped() {
-	groups := min(s.pipe.Stages(), len(s.active))
+	groups := min(s.pipe.Depth(), len(s.active))
 	for s.pipe.InFlight() < groups {
 		idle := 0
 		for _, q := range s.active {

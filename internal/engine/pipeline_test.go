@@ -135,7 +135,7 @@ func (f *fakePipe) Forward(b *model.Batch, _ Output, logits []float32) error {
 	return nil
 }
 
-func (f *fakePipe) Stages() int   { return f.stages }
+func (f *fakePipe) Depth() int    { return f.stages }
 func (f *fakePipe) InFlight() int { return len(f.flight) }
 
 func (f *fakePipe) Launch(b *model.Batch, _ Output, _ bool) error {

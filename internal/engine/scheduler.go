@@ -314,7 +314,7 @@ func NewScheduler(b Backend, cfg SchedulerConfig) (*Scheduler, error) {
 			return nil, err
 		}
 	}
-	if p, ok := b.(Pipeline); ok && p.Stages() > 1 && cfg.Spec == nil && !cfg.NoOverlap {
+	if p, ok := b.(Pipeline); ok && p.Depth() > 1 && cfg.Spec == nil && !cfg.NoOverlap {
 		s.pipe = p
 	}
 	s.publishKV()
