@@ -169,6 +169,11 @@ func New(f *gguf.Model, pool *kernels.Pool, opt Options) (*Model, error) {
 	if opt.MTP && w.mtp == nil {
 		return nil, fmt.Errorf("model: %s has no MTP head to load (%s has no nextn_predict_layers)", f.Files[0].Path, c.Arch)
 	}
+	return assemble(f, c, pool, comm, opt, sh, w), nil
+}
+
+// assemble makes a Model of bound weights and allocates its step buffers.
+func assemble(f *gguf.Model, c *Config, pool *kernels.Pool, comm Comm, opt Options, sh Shard, w *weights) *Model {
 	m := &Model{Cfg: *c, file: f, w: w, pool: pool, comm: comm, stage: opt.Stage, sh: sh, maxBatch: opt.MaxBatch}
 	if m.maxBatch <= 0 {
 		m.maxBatch = 512
@@ -185,7 +190,7 @@ func New(f *gguf.Model, pool *kernels.Pool, opt Options) (*Model, error) {
 	m.attnFn = m.attention
 	m.dsaFn = m.dsaScore
 	m.ssmFn = m.deltaHeads
-	return m, nil
+	return m
 }
 
 // Shard is the slice of the model this instance runs.
@@ -377,6 +382,9 @@ func (m *Model) Forward(cache *kvcache.Cache, b *Batch, logits []float32) error 
 // final-normed hidden state (what the output head multiplies; an MTP head's
 // input) of each output token on the last stage: Cfg.Embd values each.
 func (m *Model) ForwardHidden(cache *kvcache.Cache, b *Batch, logits, hidden []float32) error {
+	if m.sh.First == m.sh.Last {
+		return fmt.Errorf("model: this is the MTP head alone (NewMTPHead): it runs no trunk layer")
+	}
 	n := len(b.Tokens)
 	if len(b.Pos) != n || len(b.Seq) != n || len(b.Output) != n {
 		return fmt.Errorf("%w: %d tokens but %d positions, %d sequence ids, %d output flags", ErrBadBatch, n, len(b.Pos), len(b.Seq), len(b.Output))

@@ -90,9 +90,102 @@ func (m *Model) NewMTPCache(sz CacheSize) (*kvcache.Cache, error) {
 	if m.mtp == nil {
 		return nil, fmt.Errorf("model: no MTP head loaded (Options.MTP, on a model with nextn_predict_layers)")
 	}
+	return kvcache.New(mtpCacheConfig(&m.Cfg, &m.sh, sz))
+}
+
+func mtpCacheConfig(c *Config, sh *Shard, sz CacheSize) kvcache.Config {
 	const bs = 32
-	return kvcache.New(kvcache.Config{Layers: 1, KVDim: max(m.sh.KVHeads()*m.Cfg.HeadDim, 1), BlockSize: bs,
-		Blocks: (sz.Positions + bs - 1) / bs, F32: sz.F32})
+	return kvcache.Config{Layers: 1, KVDim: max(sh.KVHeads()*c.HeadDim, 1), BlockSize: bs,
+		Blocks: (sz.Positions + bs - 1) / bs, F32: sz.F32}
+}
+
+// headShard is the MTP head alone: every head, FFN column and logit, and
+// no trunk layer (First = Last = Layers, so the stage is the last one and
+// not the first).
+func headShard(c *Config) Shard {
+	sh := FullShard(c)
+	sh.First = c.Layers
+	return sh
+}
+
+// NewMTPHead binds f's MTP head whole, without the trunk: the NextN block,
+// its embedding and shared head (or the trunk's token_embd and output,
+// read whole) and the output head over every logit. A split model's
+// coordinator drafts with it while the trunk's layers and vocabulary are
+// spread over the ranks: the head then needs only the trunk's final-normed
+// hidden states. ForwardMTP, ForwardMTPHidden, Head and NewMTPCache run
+// on it; Forward refuses (it holds no trunk layer).
+func NewMTPHead(f *gguf.Model, pool *kernels.Pool, maxBatch int) (*Model, error) {
+	c, err := ReadConfig(f)
+	if err != nil {
+		return nil, err
+	}
+	if c.NextN <= 0 {
+		return nil, fmt.Errorf("model: %s (%s) has no MTP head (no nextn_predict_layers)", f.Files[0].Path, c.Arch)
+	}
+	sh := headShard(c)
+	w, _, err := bindWeights(f, c, &sh, false, true)
+	if err != nil {
+		return nil, err
+	}
+	if w.mtp == nil || w.output.Rows != c.Vocab {
+		return nil, fmt.Errorf("model: %s: the MTP head or the output head did not bind", f.Files[0].Path)
+	}
+	return assemble(f, c, pool, Single{}, Options{MaxBatch: maxBatch}, sh, w), nil
+}
+
+// MTPHeadSize is what NewMTPHead adds to a rank that holds shard on (the
+// first stage: it holds the token embedding, which the head's input and a
+// tied output head read): the head's weights, except the rows of the
+// output head that on's vocabulary slice holds already; its KV cache for
+// sz; and its step scratch for maxBatch tokens with threads threads, plus
+// the drafter's rows of logits and states.
+type MTPHeadSize struct {
+	Weights, KV, Scratch int64
+}
+
+// MTPHeadBytes sizes the MTP head NewMTPHead binds on a rank holding on,
+// binding nothing.
+func MTPHeadBytes(f *gguf.Model, c *Config, on *Shard, sz CacheSize, maxBatch, threads int) (MTPHeadSize, error) {
+	if c.NextN <= 0 {
+		return MTPHeadSize{}, fmt.Errorf("model: %s has no MTP head (no nextn_predict_layers)", c.Arch)
+	}
+	if !on.FirstStage() {
+		return MTPHeadSize{}, fmt.Errorf("model: the MTP head goes with the first stage (it reads the token embedding), not %s", on.String())
+	}
+	sh := headShard(c)
+	cc := *c
+	w, n, err := bindWeights(f, &cc, &sh, true, true)
+	if err != nil {
+		return MTPHeadSize{}, err
+	}
+	if w.mtp == nil {
+		return MTPHeadSize{}, fmt.Errorf("model: the MTP head of %s did not bind", c.Arch)
+	}
+	// The output head's rows already resident on the rank: all of a
+	// tied head (the embedding), on's slice of an untied one.
+	head := "output.weight"
+	lo, hi := 0, 0
+	if _, ok := f.Tensor(head); !ok {
+		head, lo, hi = "token_embd.weight", 0, c.Vocab
+	} else if on.LastStage(c) {
+		lo, hi = on.VocabLo, on.VocabHi
+	}
+	if t, ok := f.Tensor(head); ok && hi > lo {
+		if rb, err := t.Type.RowBytes(int64(c.Embd)); err == nil {
+			n -= rb * int64(hi-lo)
+		}
+	}
+	B := int64(maxBatch)
+	if B <= 0 {
+		B = 512
+	}
+	drafter := 4 * B * (int64(c.Vocab) + 4*int64(c.Embd)) // logits, states in and out, chained states
+	return MTPHeadSize{
+		Weights: n,
+		KV:      KVBytes(mtpCacheConfig(c, &sh, sz)),
+		Scratch: ScratchBytes(c, &sh, int(B), threads, sz.Ctx) + 4*B*2*int64(c.Embd) + drafter,
+	}, nil
 }
 
 // ForwardMTP runs the MTP head over b (at most MaxBatch tokens, positions

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -91,6 +92,36 @@ func TestMTPHead(t *testing.T) {
 			want := readF32(t, base+".mtp_logits.f32")
 			for p := 0; p < n; p++ {
 				compareRow(t, fmt.Sprintf("MTP row %d", p), got[p*V:(p+1)*V], want[p*V:(p+1)*V], tol)
+			}
+			// The head alone, as a split's coordinator holds it: the same
+			// logits bit for bit, and the trunk's output head.
+			hm, err := NewMTPHead(f, pool, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hc, err := hm.NewMTPCache(CacheSize{Positions: 64, F32: kvf32})
+			if err != nil {
+				t.Fatal(err)
+			}
+			alone := make([]float32, n*V)
+			if err := hm.ForwardMTP(hc, &b, hprev, alone); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(alone, got) {
+				t.Error("NewMTPHead's logits differ from the whole model's head")
+			}
+			last := hidden[(n-1)*E:]
+			if err := m.Head(last, got[:V]); err != nil {
+				t.Fatal(err)
+			}
+			if err := hm.Head(last, alone[:V]); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(alone[:V], got[:V]) {
+				t.Error("NewMTPHead's output head differs from the whole model's")
+			}
+			if err := hm.Forward(hc, &b, alone); err == nil || !strings.Contains(err.Error(), "MTP head alone") {
+				t.Errorf("the head alone ran a trunk step: %v", err)
 			}
 		})
 	}

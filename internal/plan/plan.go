@@ -103,6 +103,10 @@ type Request struct {
 	MaxBatch, Threads int
 	// KVF32 keeps the KV cache in float32 instead of float16.
 	KVF32 bool
+	// MTP has rank 0 also hold the model's MTP head whole (--spec mtp
+	// over a split): the NextN block, the output head over every logit,
+	// the head's KV cache and scratch (model.MTPHeadBytes).
+	MTP bool
 }
 
 // RankPlan is one rank's part.
@@ -121,6 +125,9 @@ type RankPlan struct {
 	// sequence), Slots their count and SlotBytes one slot on this rank.
 	State, SlotBytes int64
 	Slots            int
+	// MTP is the part of Weights, KV and Scratch that the MTP head takes
+	// (rank 0 with Request.MTP; zero elsewhere).
+	MTP model.MTPHeadSize
 }
 
 // Total is the rank's memory need.
@@ -177,14 +184,21 @@ func Make(f *gguf.Model, req Request) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	head := func(sh *model.Shard, sz model.CacheSize, maxBatch, threads int) (model.MTPHeadSize, error) {
+		return model.MTPHeadBytes(f, c, sh, sz, maxBatch, threads)
+	}
 	return Compute(c, model.ColumnBlocks(f, c), func(sh *model.Shard) (int64, error) {
 		return model.WeightBytes(f, c, sh)
-	}, req)
+	}, head, req)
 }
 
+// HeadBytes sizes the MTP head on a rank holding a shard (model.MTPHeadBytes).
+type HeadBytes func(sh *model.Shard, sz model.CacheSize, maxBatch, threads int) (model.MTPHeadSize, error)
+
 // Compute is Make over the model's configuration, the block types of its
-// row-parallel weights and a function that sizes a shard's weights.
-func Compute(c *model.Config, blk model.Blocks, weightBytes func(*model.Shard) (int64, error), req Request) (*Plan, error) {
+// row-parallel weights and functions that size a shard's weights and, for
+// Request.MTP, the MTP head.
+func Compute(c *model.Config, blk model.Blocks, weightBytes func(*model.Shard) (int64, error), headBytes HeadBytes, req Request) (*Plan, error) {
 	n := len(req.Ranks)
 	if n == 0 {
 		return nil, errors.New("plan: no ranks")
@@ -253,6 +267,21 @@ func Compute(c *model.Config, blk model.Blocks, weightBytes func(*model.Shard) (
 			Weights: wb, KV: kv, Scratch: scratch, Mem: req.Ranks[i].Mem, State: cc.StateBytes(), Slots: cc.Slots}
 		if cc.Slots > 0 {
 			rp.SlotBytes = rp.State / int64(cc.Slots)
+		}
+		if req.MTP && i == 0 {
+			if headBytes == nil {
+				return nil, errors.New("plan: the MTP head cannot be sized")
+			}
+			hs, err := headBytes(sh, model.CacheSize{Positions: req.Ctx * par, Ctx: req.Ctx, F32: req.KVF32}, batch, threads)
+			if err != nil {
+				return nil, fmt.Errorf("plan: rank 0 (%s) with the MTP head: %w", req.Ranks[0].Name, err)
+			}
+			rp.MTP = hs
+			rp.Weights += hs.Weights
+			rp.KV += hs.KV
+			rp.Scratch += hs.Scratch
+			p.Notes = append(p.Notes, fmt.Sprintf("rank 0 also holds the MTP head whole (--spec mtp): weights %s, KV cache %s, scratch %s, counted in its row",
+				Bytes(hs.Weights), Bytes(hs.KV), Bytes(hs.Scratch)))
 		}
 		p.Ranks = append(p.Ranks, rp)
 	}
