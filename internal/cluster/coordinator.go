@@ -87,6 +87,9 @@ type Config struct {
 	// worker has its own).
 	LoadMode gguf.LoadMode
 	LoadAuto bool
+	// MTP has rank 0 also hold the model's MTP head whole (MTPHead), for
+	// --spec mtp: the plan counts it on rank 0.
+	MTP bool
 }
 
 // worker is the coordinator's side of one worker.
@@ -163,6 +166,10 @@ type Cluster struct {
 	posns  int
 	vocab  int
 	maxVoc int // widest vocabulary slice of a last-stage rank
+	// head is the MTP head on this rank (Config.MTP), nil without.
+	head *model.Model
+	// exact is SetExactColumns's bound for the next steps (0: off).
+	exact int
 
 	workers []*worker // index rank-1
 	mesh    *dist.TCP
@@ -192,8 +199,9 @@ type Cluster struct {
 }
 
 var (
-	_ engine.Backend = (*Cluster)(nil)
-	_ engine.Healer  = (*Cluster)(nil)
+	_ engine.Backend       = (*Cluster)(nil)
+	_ engine.Healer        = (*Cluster)(nil)
+	_ engine.HiddenBackend = (*Cluster)(nil)
 )
 
 // Open plans the model over the ranks with the workers' reported facts,
@@ -278,8 +286,11 @@ func Open(ctx context.Context, cfg Config) (*Cluster, error) {
 	for _, w := range c.workers {
 		ranks = append(ranks, plan.Rank{Name: w.node.Addr, Mem: w.info.Mem})
 	}
+	if cfg.MTP && mc.NextN <= 0 {
+		return nil, fmt.Errorf("cluster: %s (%s) has no MTP head (no nextn_predict_layers)", abs, mc.Arch)
+	}
 	p, err := plan.Make(c.file, plan.Request{Ranks: ranks, Mode: mode, Weights: cfg.TensorSplit, Ctx: c.cfg.Ctx,
-		Parallel: c.cfg.Parallel, MaxBatch: cfg.MaxBatch, Threads: cfg.Threads, KVF32: cfg.KVF32})
+		Parallel: c.cfg.Parallel, MaxBatch: cfg.MaxBatch, Threads: cfg.Threads, KVF32: cfg.KVF32, MTP: cfg.MTP})
 	if err != nil {
 		var fe *plan.FitError
 		if errors.As(err, &fe) {
@@ -357,7 +368,28 @@ func (c *Cluster) bindLocal() error {
 	}
 	c.local, c.vocab = r, m.Cfg.Vocab
 	c.lists = make([][]model.Candidate, c.mode.TP)
+	if c.cfg.MTP {
+		// The head drafts between steps, on this rank's cores.
+		if c.head, err = model.NewMTPHead(c.file, c.pool, c.cfg.MaxBatch); err != nil {
+			return fmt.Errorf("rank 0: the MTP head: %w", err)
+		}
+	}
 	return nil
+}
+
+// MTPHead is the model's MTP head, whole on this rank (Config.MTP), for an
+// MTP drafter; nil without.
+func (c *Cluster) MTPHead() *model.Model { return c.head }
+
+// SetExactColumns is engine.Spec.Exact over the cluster: the steps that
+// follow, until it is called with 0, compute the products of at most n
+// tokens on every rank as one-token steps do (kernels.Pool.SetExactColumns
+// on this rank's pool now, and on each worker's around each step, carried
+// by the Step frame), so that a verification step's logits are bit for bit
+// those of plain decode.
+func (c *Cluster) SetExactColumns(n int) {
+	c.exact = max(n, 0)
+	c.pool.SetExactColumns(c.exact)
 }
 
 // describe names a rank for errors: its rank and the address the user gave.
@@ -736,7 +768,20 @@ func (c *Cluster) Reforms() uint64 { return c.reforms.Load() }
 // result stays under the control frame limit; longer requests run as
 // several steps.
 func (c *Cluster) maxFullRows() int {
-	per := 4 * max(c.maxVoc, 1)
+	return c.maxRows(engine.FullLogits, false)
+}
+
+// maxRows bounds the output rows of one step so that each result stays
+// under the control frame limit: full logits or candidates, and hidden
+// states when asked for.
+func (c *Cluster) maxRows(out engine.Output, hidden bool) int {
+	per := 8 * max(out.TopK, 1)
+	if out.Full {
+		per = 4 * max(c.maxVoc, 1)
+	}
+	if hidden {
+		per += 4 * c.local.cfg.Embd
+	}
 	return max(1, int(wire.DefaultLimits.Control-1024)/per)
 }
 
@@ -744,6 +789,34 @@ func (c *Cluster) maxFullRows() int {
 // the rank and address when a worker dies, hangs or loses a link; the
 // cluster then re-forms at the next call.
 func (c *Cluster) Forward(b *model.Batch, out engine.Output, logits []float32) error {
+	return c.forward(b, out, logits, nil)
+}
+
+// ForwardHidden is Forward that also writes each output row's final-normed
+// hidden state (Config().Embd values; an MTP head's input) into hidden
+// (engine.HiddenBackend). On a tensor split rank 0 computes them itself;
+// otherwise the first rank of the last stage returns them with its result:
+// 4*Embd bytes per output row (a verification of 1+k tokens: (1+k)*4*Embd
+// bytes more in that worker's result, nothing more in the Step frames).
+func (c *Cluster) ForwardHidden(b *model.Batch, out engine.Output, logits, hidden []float32) error {
+	if want := b.Outputs() * c.local.cfg.Embd; len(hidden) < want {
+		return fmt.Errorf("%w: hidden-state buffer holds %d values, need %d", model.ErrBadBatch, len(hidden), want)
+	}
+	return c.forward(b, out, logits, hidden)
+}
+
+// Head is the output head over final-normed hidden states on this rank,
+// with the MTP head's binding of it (every logit, one product per row):
+// each row's logits are those a step that outputs that token alone
+// computes on the ranks that hold the vocabulary's slices (engine.HiddenBackend).
+func (c *Cluster) Head(hidden, logits []float32) error {
+	if c.head == nil {
+		return errors.New("cluster: the output head over hidden states needs the MTP head on rank 0 (Config.MTP)")
+	}
+	return c.head.Head(hidden, logits)
+}
+
+func (c *Cluster) forward(b *model.Batch, out engine.Output, logits, hidden []float32) error {
 	if c.closed {
 		return errors.New("cluster: closed")
 	}
@@ -762,11 +835,12 @@ func (c *Cluster) Forward(b *model.Batch, out engine.Output, logits []float32) e
 	if !out.Full && out.TopK <= 0 {
 		out.TopK = 1
 	}
-	if !out.Full || rows <= c.maxFullRows() {
-		return c.step(b, out, logits)
+	lim := c.maxRows(out, hidden != nil)
+	if rows <= lim {
+		return c.step(b, out, logits, hidden)
 	}
-	// Full rows of a long batch: several steps, each under the frame limit.
-	lim := c.maxFullRows()
+	// A long batch: several steps, each result under the frame limit.
+	E := c.local.cfg.Embd
 	n, start, done := len(b.Tokens), 0, 0
 	for start < n {
 		end, k := start, 0
@@ -777,7 +851,11 @@ func (c *Cluster) Forward(b *model.Batch, out engine.Output, logits []float32) e
 			end++
 		}
 		sub := model.Batch{Tokens: b.Tokens[start:end], Pos: b.Pos[start:end], Seq: b.Seq[start:end], Output: b.Output[start:end]}
-		if err := c.step(&sub, out, logits[done*c.vocab:]); err != nil {
+		var hid []float32
+		if hidden != nil {
+			hid = hidden[done*E:]
+		}
+		if err := c.step(&sub, out, logits[done*c.vocab:], hid); err != nil {
 			return err
 		}
 		done += k
@@ -787,9 +865,10 @@ func (c *Cluster) Forward(b *model.Batch, out engine.Output, logits []float32) e
 }
 
 // step is one Step frame to each worker, this rank's shard, and one result
-// from each (pipeline.go).
-func (c *Cluster) step(b *model.Batch, out engine.Output, logits []float32) error {
-	if err := c.launch(b, out, c.Depth()); err != nil {
+// from each (pipeline.go); hidden, when set, receives the output rows'
+// hidden states.
+func (c *Cluster) step(b *model.Batch, out engine.Output, logits, hidden []float32) error {
+	if err := c.launch(b, out, c.Depth(), hidden); err != nil {
 		return err
 	}
 	return c.collect(logits)

@@ -32,6 +32,9 @@ type flightStep struct {
 	rows  int
 	out   engine.Output
 	start time.Time
+	// hidden receives the output rows' hidden states (ForwardHidden), nil
+	// when the step did not ask.
+	hidden []float32
 	// this rank's part: its time in the step and the waits inside it
 	local, allReduce, pipeline time.Duration
 }
@@ -107,7 +110,7 @@ func (c *Cluster) Launch(b *model.Batch, out engine.Output, split bool) error {
 	if split {
 		parts = c.Depth()
 	}
-	return c.launch(b, out, parts)
+	return c.launch(b, out, parts, nil)
 }
 
 // Collect waits for the oldest step in flight and writes its output rows
@@ -125,11 +128,14 @@ func (c *Cluster) Collect(logits []float32) error {
 }
 
 // launch sends the Step frame of b (cut into up to parts micro-batches) to
-// every worker and runs this rank's part of it.
-func (c *Cluster) launch(b *model.Batch, out engine.Output, parts int) error {
+// every worker and runs this rank's part of it; with hidden set, the
+// step returns the output rows' hidden states there. The frame carries
+// SetExactColumns's bound.
+func (c *Cluster) launch(b *model.Batch, out engine.Output, parts int, hidden []float32) error {
 	start := time.Now()
 	c.stepNo++
-	msg := stepMsg{Step: c.stepNo, Full: out.Full, TopK: out.TopK, Parts: max(parts, 1), Ops: c.ops, Batch: *b}
+	msg := stepMsg{Step: c.stepNo, Full: out.Full, TopK: out.TopK, Parts: max(parts, 1), Ops: c.ops, Batch: *b,
+		Hidden: hidden != nil, Exact: c.exact}
 	c.buf = appendStep(c.buf[:0], &msg)
 	c.ops = c.ops[:0]
 	for _, w := range c.workers {
@@ -140,8 +146,8 @@ func (c *Cluster) launch(b *model.Batch, out engine.Output, parts int) error {
 		}
 		w.stepReqs.Add(1)
 	}
-	c.flight = append(c.flight, flightStep{no: c.stepNo, rows: b.Outputs(), out: out, start: start})
-	ld, lerr := c.local.run(c.stepNo, nil, b, msg.Parts)
+	c.flight = append(c.flight, flightStep{no: c.stepNo, rows: b.Outputs(), out: out, start: start, hidden: hidden})
+	ld, lerr := c.local.run(c.stepNo, nil, b, msg.Parts, msg.Hidden)
 	if lerr != nil {
 		// Wake the workers waiting on this rank at once, then gather
 		// what they say about every step in flight: the most telling
@@ -212,5 +218,32 @@ func (c *Cluster) collect(logits []float32) error {
 		c.teardown(err)
 		return err
 	}
+	if f.hidden != nil {
+		if err := c.mergeHidden(f.rows, f.hidden); err != nil {
+			c.teardown(err)
+			return err
+		}
+	}
+	return nil
+}
+
+// mergeHidden copies a step's hidden states from the rank that sent them:
+// the first of the last stage (rank.sendsHidden), this one on a tensor
+// split.
+func (c *Cluster) mergeHidden(rows int, hidden []float32) error {
+	E := c.local.cfg.Embd
+	from := (c.mode.PP - 1) * c.mode.TP
+	src := c.local.hidden
+	if from > 0 {
+		r := &c.workers[from-1].res
+		if r.Rows != rows || r.HiddenWidth != E {
+			return fmt.Errorf("cluster: step %d: %s returned %d rows of hidden states of %d for %d outputs of %d", c.stepNo, c.describe(from), r.Rows, r.HiddenWidth, rows, E)
+		}
+		src = r.Hidden
+	}
+	if len(src) != rows*E {
+		return fmt.Errorf("cluster: step %d: %d hidden values for %d outputs of %d", c.stepNo, len(src), rows, E)
+	}
+	copy(hidden[:rows*E], src)
 	return nil
 }

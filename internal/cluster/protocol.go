@@ -17,9 +17,12 @@
 //
 // A decode step is one Step request to each worker (tokens, positions,
 // sequence ids, outputs wanted, the KV operations queued since the last
-// step, and whether full logits are needed) and one small result back (each
-// last-stage rank's top candidates per output row, or its vocabulary slice
-// when full logits are asked for).
+// step, whether full logits are needed, and for the verification steps of
+// speculative decoding whether to compute every token as a one-token step
+// does and whether to return the trunk's final-normed hidden states) and
+// one small result back (each last-stage rank's top candidates per output
+// row, or its vocabulary slice when full logits are asked for; the hidden
+// states from one rank when asked for).
 package cluster
 
 import (
@@ -211,7 +214,15 @@ func (o kvOp) String() string {
 type stepMsg struct {
 	Step uint64
 	Full bool
-	TopK int
+	// Hidden asks the first rank of the last stage for the final-normed
+	// hidden state of every output row (an MTP head on the coordinator
+	// reads them).
+	Hidden bool
+	// Exact, when > 0, is kernels.Pool.SetExactColumns for this step on
+	// every rank: the products of at most Exact tokens compute each token
+	// as a one-token step does (a speculative verification).
+	Exact int
+	TopK  int
 	// Parts is how many micro-batches the ranks cut the batch into (the
 	// same cut on every rank; see rank.run): one per stage for a step
 	// that runs alone, 1 for a step that overlaps others (engine.Pipeline).
@@ -225,19 +236,43 @@ const (
 	resNone  byte = 0 // not a last-stage rank: no logits
 	resCands byte = 1 // rows x TopK candidates
 	resFull  byte = 2 // rows x vocab slice logits
+	// resHidden is a bit over the mode: rows x the hidden width of
+	// final-normed states follow the logits.
+	resHidden byte = 0x80
+)
+
+// Step flags (the byte after the step number). A step without the
+// speculative ones is the frame it was before they existed, and a peer
+// that does not know a bit refuses the frame as malformed.
+const (
+	stepFull   byte = 1 << 0 // full logits rows
+	stepHidden byte = 1 << 1 // return the hidden states (stepMsg.Hidden)
+	stepExact  byte = 1 << 2 // a u32 exact-columns bound follows parts (stepMsg.Exact)
+	stepFlags       = stepFull | stepHidden | stepExact
 )
 
 // appendStep encodes m after the kind byte:
 //
-//	u8 kind=step | u64 step | u8 full | u32 topk | u32 parts | u32 ops | ops x (u8 kind, i32 a, i32 b, i32 n)
+//	u8 kind=step | u64 step | u8 flags | u32 topk | u32 parts | [u32 exact if flags&stepExact]
+//	| u32 ops | ops x (u8 kind, i32 a, i32 b, i32 n)
 //	| u32 tokens | tokens x i32 | pos x i32 | seq x i32 | output x u8
 func appendStep(dst []byte, m *stepMsg) []byte {
 	le := binary.LittleEndian
 	dst = append(dst, kindStep)
 	dst = le.AppendUint64(dst, m.Step)
-	dst = append(dst, b2u(m.Full))
+	flags := b2u(m.Full)
+	if m.Hidden {
+		flags |= stepHidden
+	}
+	if m.Exact > 0 {
+		flags |= stepExact
+	}
+	dst = append(dst, flags)
 	dst = le.AppendUint32(dst, uint32(m.TopK))
 	dst = le.AppendUint32(dst, uint32(m.Parts))
+	if m.Exact > 0 {
+		dst = le.AppendUint32(dst, uint32(m.Exact))
+	}
 	dst = le.AppendUint32(dst, uint32(len(m.Ops)))
 	for _, o := range m.Ops {
 		dst = append(dst, o.Kind)
@@ -337,17 +372,25 @@ func (r *reader) count(what string, max, size int) int {
 func parseStep(p []byte, m *stepMsg) error {
 	r := reader{p: p}
 	m.Step = r.u64("step number")
-	full := r.u8("full flag")
+	flags := r.u8("step flags")
 	k := r.u32("top-k")
-	if r.err == nil && (full > 1 || k > maxTopK) {
-		return fmt.Errorf("%w: step flags full=%d top-k=%d (want 0/1 and at most %d)", wire.ErrMalformed, full, k, maxTopK)
+	if r.err == nil && (flags&^stepFlags != 0 || k > maxTopK) {
+		return fmt.Errorf("%w: step flags %#x top-k=%d (known flags %#x, top-k at most %d)", wire.ErrMalformed, flags, k, stepFlags, maxTopK)
 	}
-	m.Full, m.TopK = full == 1, int(k)
+	m.Full, m.Hidden, m.TopK = flags&stepFull != 0, flags&stepHidden != 0, int(k)
 	parts := r.u32("micro-batch count")
 	if r.err == nil && (parts < 1 || parts > maxStepTokens) {
 		return fmt.Errorf("%w: step in %d micro-batches (want 1..%d)", wire.ErrMalformed, parts, maxStepTokens)
 	}
 	m.Parts = int(parts)
+	m.Exact = 0
+	if flags&stepExact != 0 {
+		x := r.u32("exact columns")
+		if r.err == nil && (x < 1 || x > maxStepTokens) {
+			return fmt.Errorf("%w: exact columns %d (want 1..%d)", wire.ErrMalformed, x, maxStepTokens)
+		}
+		m.Exact = int(x)
+	}
 	nops := r.count("KV operation count", maxStepOps, 13)
 	m.Ops = m.Ops[:0]
 	for i := 0; i < nops && r.err == nil; i++ {
@@ -390,7 +433,7 @@ func parseStep(p []byte, m *stepMsg) error {
 
 // result is one rank's answer to a Step.
 type result struct {
-	Mode    byte
+	Mode    byte // resNone, resCands or resFull (without resHidden)
 	Rows    int
 	Width   int               // candidates per row, or the vocabulary slice's width
 	Compute uint64            // nanoseconds the rank spent in Forward
@@ -398,20 +441,34 @@ type result struct {
 	Stage   uint64            // of which waiting for or sending to other pipeline stages
 	Cands   []model.Candidate // Rows x Width, resCands
 	Logits  []float32         // Rows x Width, resFull
+	// HiddenWidth > 0: Hidden holds Rows x HiddenWidth final-normed
+	// states (a step that asked for them, from the rank that sends them).
+	HiddenWidth int
+	Hidden      []float32
 }
+
+// maxHiddenWidth bounds a result's hidden-state width (a model's Embd).
+const maxHiddenWidth = 1 << 20
 
 // appendResult encodes r:
 //
-//	u8 kind=ok | u8 mode | u32 rows | u32 width | u64 compute ns | u64 all-reduce ns
-//	| u64 pipeline ns | payload
+//	u8 kind=ok | u8 mode [| resHidden] | u32 rows | u32 width | u64 compute ns | u64 all-reduce ns
+//	| u64 pipeline ns | [u32 hidden width if resHidden] | payload | [rows x hidden width x f32]
 func appendResult(dst []byte, r *result) []byte {
 	le := binary.LittleEndian
-	dst = append(dst, kindOK, r.Mode)
+	mode := r.Mode
+	if r.HiddenWidth > 0 {
+		mode |= resHidden
+	}
+	dst = append(dst, kindOK, mode)
 	dst = le.AppendUint32(dst, uint32(r.Rows))
 	dst = le.AppendUint32(dst, uint32(r.Width))
 	dst = le.AppendUint64(dst, r.Compute)
 	dst = le.AppendUint64(dst, r.Reduce)
 	dst = le.AppendUint64(dst, r.Stage)
+	if r.HiddenWidth > 0 {
+		dst = le.AppendUint32(dst, uint32(r.HiddenWidth))
+	}
 	switch r.Mode {
 	case resCands:
 		for _, c := range r.Cands {
@@ -423,6 +480,11 @@ func appendResult(dst []byte, r *result) []byte {
 			dst = le.AppendUint32(dst, math.Float32bits(v))
 		}
 	}
+	if r.HiddenWidth > 0 {
+		for _, v := range r.Hidden[:r.Rows*r.HiddenWidth] {
+			dst = le.AppendUint32(dst, math.Float32bits(v))
+		}
+	}
 	return dst
 }
 
@@ -430,16 +492,24 @@ func appendResult(dst []byte, r *result) []byte {
 // its memory.
 func parseResult(p []byte, r *result) error {
 	rd := reader{p: p}
-	r.Mode = rd.u8("result mode")
+	mode := rd.u8("result mode")
 	rows, width := rd.u32("rows"), rd.u32("width")
 	r.Compute = rd.u64("compute time")
 	r.Reduce = rd.u64("all-reduce time")
 	r.Stage = rd.u64("pipeline time")
+	hw := uint32(0)
+	if mode&resHidden != 0 {
+		hw = rd.u32("hidden width")
+		if rd.err == nil && (hw < 1 || hw > maxHiddenWidth) {
+			return fmt.Errorf("%w: hidden width %d (want 1..%d)", wire.ErrMalformed, hw, maxHiddenWidth)
+		}
+	}
 	if rd.err != nil {
 		return rd.err
 	}
+	r.Mode = mode &^ resHidden
 	if r.Mode > resFull {
-		return fmt.Errorf("%w: result mode %d", wire.ErrMalformed, r.Mode)
+		return fmt.Errorf("%w: result mode %d", wire.ErrMalformed, mode)
 	}
 	size := uint64(0)
 	switch r.Mode {
@@ -448,12 +518,12 @@ func parseResult(p []byte, r *result) error {
 	case resFull:
 		size = 4
 	}
-	if rows > maxStepTokens || uint64(rows)*uint64(width)*size != uint64(len(rd.p)) {
-		return fmt.Errorf("%w: result of %d rows x %d (mode %d) in %d bytes", wire.ErrMalformed, rows, width, r.Mode, len(rd.p))
+	if rows > maxStepTokens || uint64(rows)*(uint64(width)*size+4*uint64(hw)) != uint64(len(rd.p)) {
+		return fmt.Errorf("%w: result of %d rows x %d (mode %d, hidden width %d) in %d bytes", wire.ErrMalformed, rows, width, r.Mode, hw, len(rd.p))
 	}
-	r.Rows, r.Width = int(rows), int(width)
+	r.Rows, r.Width, r.HiddenWidth = int(rows), int(width), int(hw)
 	n := int(rows) * int(width)
-	r.Cands, r.Logits = r.Cands[:0], r.Logits[:0]
+	r.Cands, r.Logits, r.Hidden = r.Cands[:0], r.Logits[:0], r.Hidden[:0]
 	le := binary.LittleEndian
 	switch r.Mode {
 	case resCands:
@@ -465,6 +535,10 @@ func parseResult(p []byte, r *result) error {
 		for i := 0; i < n; i++ {
 			r.Logits = append(r.Logits, math.Float32frombits(le.Uint32(rd.p[4*i:])))
 		}
+	}
+	hp := rd.p[uint64(n)*size:]
+	for i := 0; i < int(rows)*int(hw); i++ {
+		r.Hidden = append(r.Hidden, math.Float32frombits(le.Uint32(hp[4*i:])))
 	}
 	return nil
 }

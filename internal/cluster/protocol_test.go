@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -43,18 +44,57 @@ func TestStepRoundTrip(t *testing.T) {
 	}
 }
 
+// TestStepSpecFlags: a verification step's flags (exact columns, hidden
+// states) round-trip; a step without them is byte for byte the frame of
+// before they existed (flags 0 or 1, nothing after parts), and a flag bit
+// no peer knows, or an exact bound of 0, is refused as malformed.
+func TestStepSpecFlags(t *testing.T) {
+	m := stepMsg{Step: 9, TopK: 2, Parts: 1, Hidden: true, Exact: 5}
+	m.Batch.Add(3, 0, 0, true)
+	var got stepMsg
+	if err := parseStep(appendStep(nil, &m)[1:], &got); err != nil {
+		t.Fatal(err)
+	}
+	if !got.Hidden || got.Exact != 5 || got.Full || got.TopK != 2 || len(got.Batch.Tokens) != 1 {
+		t.Errorf("got %+v", got)
+	}
+	plain := stepMsg{Step: 9, Full: true, TopK: 2, Parts: 1}
+	plain.Batch.Add(3, 0, 0, true)
+	p := appendStep(nil, &plain)
+	// u8 kind | u64 step | u8 flags | u32 topk | u32 parts | u32 ops | u32 tokens | 13 bytes per token
+	if p[9] != 1 || len(p) != 1+8+1+4+4+4+4+13 {
+		t.Errorf("a plain step is %d bytes with flags %#x; want the frame without the speculative fields", len(p), p[9])
+	}
+	if err := parseStep(p[1:], &got); err != nil || got.Hidden || got.Exact != 0 || !got.Full {
+		t.Errorf("plain step: %+v, %v", got, err)
+	}
+	bad := append([]byte(nil), p...)
+	bad[9] = 1 << 5
+	if err := parseStep(bad[1:], &got); err == nil || !strings.Contains(err.Error(), "step flags 0x20") {
+		t.Errorf("an unknown flag bit: %v", err)
+	}
+	zero := appendStep(nil, &m)
+	zero[1+8+1+4+4] = 0 // the exact bound
+	if err := parseStep(zero[1:], &got); err == nil || !strings.Contains(err.Error(), "exact columns 0") {
+		t.Errorf("exact columns 0: %v", err)
+	}
+}
+
 func TestResultRoundTrip(t *testing.T) {
 	for _, r := range []result{
 		{Mode: resNone, Rows: 3, Compute: 5},
 		{Mode: resCands, Rows: 2, Width: 2, Cands: []model.Candidate{{ID: 1, Logit: 2}, {ID: 3, Logit: 4}, {ID: 5, Logit: 6}, {ID: 7, Logit: -8}}},
 		{Mode: resFull, Rows: 1, Width: 3, Logits: []float32{1, 2, 3}},
+		{Mode: resCands, Rows: 2, Width: 1, Cands: []model.Candidate{{ID: 1, Logit: 2}, {ID: 3, Logit: 4}}, HiddenWidth: 3, Hidden: []float32{1, 2, 3, 4, 5, -6}},
+		{Mode: resNone, Rows: 1, HiddenWidth: 2, Hidden: []float32{7, 8}},
 	} {
 		p := appendResult(nil, &r)
 		var got result
 		if err := parseResult(p[1:], &got); err != nil {
 			t.Fatal(err)
 		}
-		if got.Mode != r.Mode || got.Rows != r.Rows || got.Width != r.Width || len(got.Cands) != len(r.Cands) || len(got.Logits) != len(r.Logits) {
+		if got.Mode != r.Mode || got.Rows != r.Rows || got.Width != r.Width || len(got.Cands) != len(r.Cands) || len(got.Logits) != len(r.Logits) ||
+			got.HiddenWidth != r.HiddenWidth || !slices.Equal(got.Hidden, r.Hidden) {
 			t.Errorf("got %+v, want %+v", got, r)
 		}
 		if err := parseResult(p[1:len(p)-1], &got); err == nil && len(p) > 22 {
@@ -85,12 +125,14 @@ func FuzzParseStep(f *testing.F) {
 func FuzzParseResult(f *testing.F) {
 	f.Add(appendResult(nil, &result{Mode: resCands, Rows: 1, Width: 1, Cands: []model.Candidate{{ID: 1, Logit: 1}}})[1:])
 	f.Add(appendResult(nil, &result{Mode: resFull, Rows: 1, Width: 2, Logits: []float32{1, 2}})[1:])
+	f.Add(appendResult(nil, &result{Mode: resCands, Rows: 1, Width: 1, Cands: []model.Candidate{{ID: 1, Logit: 1}}, HiddenWidth: 2, Hidden: []float32{1, 2}})[1:])
 	f.Fuzz(func(t *testing.T, p []byte) {
 		var r result
 		if err := parseResult(p, &r); err != nil {
 			return
 		}
-		if r.Mode == resCands && len(r.Cands) != r.Rows*r.Width || r.Mode == resFull && len(r.Logits) != r.Rows*r.Width {
+		if r.Mode == resCands && len(r.Cands) != r.Rows*r.Width || r.Mode == resFull && len(r.Logits) != r.Rows*r.Width ||
+			len(r.Hidden) != r.Rows*r.HiddenWidth {
 			t.Fatal("inconsistent result accepted")
 		}
 	})

@@ -150,10 +150,16 @@ type rank struct {
 	stage *swapStage
 
 	logits []float32
+	hidden []float32 // the last step's final-normed states, when it asked (sendsHidden)
 	cands  []model.Candidate
 	mb     model.Batch
 	prof   *profiler // nil unless profiling
 }
+
+// sendsHidden says whether this rank returns a step's hidden states when
+// asked: the first rank of the last stage (every rank of that stage holds
+// the same states after the last all-reduce; one sends them).
+func (r *rank) sendsHidden() bool { return r.lastStage() && r.sh.TPRank == 0 }
 
 func newRankLinks(sh *model.Shard, world, tp, pp int) (*swapComm, *swapStage) {
 	comm := &swapComm{rank: sh.TPRank, size: sh.TPSize}
@@ -235,8 +241,10 @@ func (r *rank) waits() (allReduce, pipeline time.Duration) {
 // With several pipeline stages the batch runs as up to parts micro-batches
 // (the same cut on every rank, from the Step message), so a stage works on
 // the next one while the later stages work on the previous one. The logits
-// of the output rows (this rank's vocabulary slice) are left in r.logits.
-func (r *rank) run(step uint64, ops []kvOp, b *model.Batch, parts int) (time.Duration, error) {
+// of the output rows (this rank's vocabulary slice) are left in r.logits;
+// with hidden set, the rank that sends them leaves the output rows'
+// final-normed hidden states in r.hidden.
+func (r *rank) run(step uint64, ops []kvOp, b *model.Batch, parts int, hidden bool) (time.Duration, error) {
 	if r.prof != nil {
 		r.prof.beginStep()
 		defer r.prof.endStep()
@@ -260,6 +268,14 @@ func (r *rank) run(step uint64, ops []kvOp, b *model.Batch, parts int) (time.Dur
 		r.logits = make([]float32, need)
 	}
 	r.logits = r.logits[:rows*V]
+	E := 0
+	if hidden && r.sendsHidden() {
+		E = r.cfg.Embd
+		if need := rows * E; cap(r.hidden) < need {
+			r.hidden = make([]float32, need)
+		}
+	}
+	r.hidden = r.hidden[:rows*E]
 	start := time.Now()
 	n := len(b.Tokens)
 	parts = min(parts, n)
@@ -269,7 +285,7 @@ func (r *rank) run(step uint64, ops []kvOp, b *model.Batch, parts int) (time.Dur
 	if parts <= 1 {
 		// Forward first: in "return time.Since(start), Forward(...)" the
 		// clock is read before the call runs.
-		err := r.m.Forward(r.cache, b, r.logits)
+		err := r.m.ForwardHidden(r.cache, b, r.logits, r.hiddenRows(0, rows))
 		return time.Since(start), err
 	}
 	out := 0
@@ -277,7 +293,7 @@ func (r *rank) run(step uint64, ops []kvOp, b *model.Batch, parts int) (time.Dur
 		lo, hi := p*n/parts, (p+1)*n/parts
 		r.mb = model.Batch{Tokens: b.Tokens[lo:hi], Pos: b.Pos[lo:hi], Seq: b.Seq[lo:hi], Output: b.Output[lo:hi]}
 		no := r.mb.Outputs()
-		if err := r.m.Forward(r.cache, &r.mb, r.logits[out*V:(out+no)*V]); err != nil {
+		if err := r.m.ForwardHidden(r.cache, &r.mb, r.logits[out*V:(out+no)*V], r.hiddenRows(out, out+no)); err != nil {
 			return time.Since(start), err
 		}
 		out += no
@@ -285,9 +301,24 @@ func (r *rank) run(step uint64, ops []kvOp, b *model.Batch, parts int) (time.Dur
 	return time.Since(start), nil
 }
 
-// result fills res with what this rank returns for the step just run.
+// hiddenRows are output rows [lo, hi) of r.hidden, nil when the step
+// keeps no hidden states.
+func (r *rank) hiddenRows(lo, hi int) []float32 {
+	if len(r.hidden) == 0 {
+		return nil
+	}
+	E := r.cfg.Embd
+	return r.hidden[lo*E : hi*E]
+}
+
+// result fills res with what this rank returns for the step just run (its
+// hidden states too when the step left them).
 func (r *rank) result(res *result, rows int, full bool, k int) {
 	res.Rows, res.Cands, res.Logits = rows, res.Cands[:0], nil
+	res.HiddenWidth, res.Hidden = 0, nil
+	if len(r.hidden) > 0 && len(r.hidden) == rows*r.cfg.Embd {
+		res.HiddenWidth, res.Hidden = r.cfg.Embd, r.hidden
+	}
 	if !r.lastStage() {
 		res.Mode, res.Width = resNone, 0
 		return

@@ -99,6 +99,8 @@ type Worker struct {
 	// weights (it reads nothing then); streamed counts the bytes received.
 	quiet    atomic.Bool
 	streamed atomic.Uint64
+	// exactSteps counts the steps run with exact verification (Status).
+	exactSteps atomic.Uint64
 
 	// Owned by the session goroutine (and the load it waits for).
 	reqTag wire.Tag // the reply tag of the request being served
@@ -174,6 +176,10 @@ type WorkerStatus struct {
 	Loading bool `json:"loading,omitempty"`
 	// Leaving says the worker was told to stop and is leaving.
 	Leaving bool `json:"leaving,omitempty"`
+	// ExactSteps counts the steps this process ran with exact
+	// verification (a speculative verification computing every token as
+	// a one-token step does).
+	ExactSteps uint64 `json:"exact_steps"`
 }
 
 // Status is the worker's state now; safe from any goroutine (a health
@@ -183,6 +189,7 @@ func (w *Worker) Status() WorkerStatus {
 	defer w.mu.Unlock()
 	st := w.status
 	st.Leaving = w.stopping.Load()
+	st.ExactSteps = w.exactSteps.Load()
 	return st
 }
 
@@ -789,7 +796,16 @@ func (w *Worker) runStep() ([]byte, error) {
 		return nil, errors.New("not connected to the other ranks (a step failed before, or Connect was not sent)")
 	}
 	r, s := w.cur.r, &w.step
-	d, err := r.run(s.Step, s.Ops, &s.Batch, s.Parts)
+	if s.Exact > 0 {
+		// A verification step: its tokens are computed as one-token
+		// steps compute them, as on the coordinator (Cluster.SetExactColumns).
+		w.cur.pool.SetExactColumns(s.Exact)
+		w.exactSteps.Add(1)
+	}
+	d, err := r.run(s.Step, s.Ops, &s.Batch, s.Parts, s.Hidden)
+	if s.Exact > 0 {
+		w.cur.pool.SetExactColumns(0)
+	}
 	if err != nil {
 		// The mesh is broken after any failure; the coordinator re-forms.
 		w.closeMesh()

@@ -85,7 +85,9 @@ type DraftRequest struct {
 }
 
 // HiddenBackend is a Backend that can also return the final-normed hidden
-// states of its output tokens (what an MTP head reads): one node.
+// states of its output tokens (what an MTP head reads): a model on this
+// node, or a cluster whose coordinator holds the head (cluster.Cluster
+// with Config.MTP).
 type HiddenBackend interface {
 	Backend
 	ForwardHidden(b *model.Batch, out Output, logits, hidden []float32) error
@@ -125,8 +127,9 @@ type Spec struct {
 	Stats *SpecStats
 	// Exact, when set, is called with the tokens of a verification step
 	// before it runs and with 0 after: kernels.Pool.SetExactColumns of the
-	// target's pools (every rank's), so that the step computes each token
-	// bit for bit as a one-token step does. The kernels' multi-column tiles
+	// target's pools (every rank's: a cluster's SetExactColumns carries it
+	// to the workers in the step's frame), so that the step computes each
+	// token bit for bit as a one-token step does. The kernels' multi-column tiles
 	// differ from the one-column dot in the order of float operations;
 	// without this a greedy near tie can go the other way than without
 	// speculation.
@@ -154,7 +157,7 @@ func (s *Spec) Validate(b Backend) error {
 			return fmt.Errorf("speculative decoding: the drafter reads hidden states but cannot be given them")
 		}
 		if _, ok := b.(HiddenBackend); !ok {
-			return fmt.Errorf("speculative decoding: this drafter reads the model's hidden states, which only a model on this node returns (not a cluster)")
+			return fmt.Errorf("speculative decoding: this drafter reads the model's hidden states, which this backend does not return")
 		}
 	}
 	return CheckRollback(b.KVConfig(), s.NMax)
