@@ -47,15 +47,17 @@ var _ engine.HiddenDrafter = (*MTP)(nil)
 // at once (the prompt's chunks) rather than with the next draft.
 const flushRows = 16
 
-// NewMTP drafts with m's MTP head (m loaded with Options.MTP, the whole
-// model on this node) on its own cache (model.NewMTPCache, sized like the
-// target's); maxBatch is m's MaxBatch.
+// NewMTP drafts with m's MTP head on its own cache (m.NewMTPCache, sized
+// like the target's); maxBatch is m's MaxBatch. m is the whole model on
+// this node loaded with Options.MTP, or, for a split model, the head alone
+// on the coordinator (model.NewMTPHead) while the trunk's hidden states
+// come from the ranks that compute them.
 func NewMTP(m *model.Model, cache *kvcache.Cache, maxBatch int) (*MTP, error) {
 	if !m.HasMTP() {
 		return nil, fmt.Errorf("--spec mtp: the model has no MTP head loaded (a model with nextn_predict_layers, loaded with it)")
 	}
-	if sh := m.Shard(); sh.TPSize != 1 || !sh.FirstStage() || !sh.LastStage(&m.Cfg) {
-		return nil, fmt.Errorf("--spec mtp runs on one node: the model is split (%s)", sh.String())
+	if sh := m.Shard(); sh.TPSize != 1 || !sh.LastStage(&m.Cfg) || sh.Vocab() != m.Cfg.Vocab {
+		return nil, fmt.Errorf("--spec mtp runs the head whole on one rank, but this one holds a slice (%s); load it with model.NewMTPHead", sh.String())
 	}
 	E := m.Cfg.Embd
 	return &MTP{m: m, cache: cache, E: E, V: m.Cfg.Vocab, maxBatch: maxBatch, seqs: map[kvcache.SeqID]*mtpSeq{},

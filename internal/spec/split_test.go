@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"braid/internal/engine"
@@ -17,7 +18,9 @@ import (
 // goroutine per rank, each with its own Model, Pool and cache, tensor-
 // parallel groups joined by LocalGroups and stages by LocalStages (as
 // internal/model's split tests build them). The KV operations act on every
-// rank's cache, as a cluster replays them.
+// rank's cache, as a cluster replays them. As a cluster's coordinator, it
+// can hold the MTP head whole (withHead) and return the hidden states of
+// the first rank of the last stage (engine.HiddenBackend).
 type world struct {
 	tp, pp int
 	vocab  int
@@ -31,9 +34,17 @@ type world struct {
 	start  []chan *model.Batch
 	done   chan error
 	errs   []error
+	// wantHidden is set before a step's batch goes out: the rank that
+	// sends hidden states writes them to hidden.
+	wantHidden bool
+	hidden     []float32
+	head       *model.Model
 }
 
-var _ engine.Backend = (*world)(nil)
+var (
+	_ engine.HiddenBackend = (*world)(nil)
+	_ engine.Resumer       = (*world)(nil)
+)
 
 const worldRows = 64
 
@@ -93,11 +104,14 @@ func newWorld(t testing.TB, path string, tp, pp int, weights []float64, position
 func (w *world) rank(rank int, start chan *model.Batch) {
 	m := w.models[rank]
 	for b := range start {
-		var lg []float32
+		var lg, hid []float32
 		if sh := m.Shard(); sh.LastStage(&m.Cfg) {
 			lg = w.logits[rank][:b.Outputs()*sh.Vocab()]
+			if w.wantHidden && sh.TPRank == 0 {
+				hid = w.hidden[:b.Outputs()*m.Cfg.Embd]
+			}
 		}
-		err := m.Forward(w.caches[rank], b, lg)
+		err := m.ForwardHidden(w.caches[rank], b, lg, hid)
 		if err != nil {
 			err = fmt.Errorf("rank %d: %w", rank, err)
 			w.groups[rank/w.tp].Abort(err)
@@ -109,7 +123,44 @@ func (w *world) rank(rank int, start chan *model.Batch) {
 
 func (w *world) Vocab() int { return w.vocab }
 
-func (w *world) Forward(b *model.Batch, _ engine.Output, logits []float32) error {
+// withHead loads the MTP head whole beside the ranks, as a cluster's
+// coordinator does, with its own pool (exact sets the ranks' pools).
+func (w *world) withHead(t testing.TB, path string) *model.Model {
+	t.Helper()
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	pool := kernels.NewPool(1)
+	t.Cleanup(pool.Close)
+	if w.head, err = model.NewMTPHead(f, pool, 64); err != nil {
+		t.Fatal(err)
+	}
+	w.hidden = make([]float32, worldRows*w.head.Cfg.Embd)
+	return w.head
+}
+
+func (w *world) Forward(b *model.Batch, out engine.Output, logits []float32) error {
+	w.wantHidden = false
+	return w.step(b, logits)
+}
+
+func (w *world) ForwardHidden(b *model.Batch, _ engine.Output, logits, hidden []float32) error {
+	if w.hidden == nil {
+		return errors.New("world: no head loaded (withHead)")
+	}
+	w.wantHidden = true
+	if err := w.step(b, logits); err != nil {
+		return err
+	}
+	copy(hidden, w.hidden[:b.Outputs()*w.head.Cfg.Embd])
+	return nil
+}
+
+func (w *world) Head(hidden, logits []float32) error { return w.head.Head(hidden, logits) }
+
+func (w *world) step(b *model.Batch, logits []float32) error {
 	rows := b.Outputs()
 	if rows > worldRows {
 		return fmt.Errorf("world: %d output rows, at most %d", rows, worldRows)
@@ -158,6 +209,18 @@ func (w *world) CopyPrefix(dst, src kvcache.SeqID, n int) error {
 func (w *world) Truncate(seq kvcache.SeqID, n int) error {
 	return w.each(func(c *kvcache.Cache) error { return c.Truncate(seq, n) })
 }
+func (w *world) ResumePoint(seq kvcache.SeqID, n int) int { return w.caches[0].ResumePoint(seq, n) }
+func (w *world) Snapshot(seq kvcache.SeqID, n int) error {
+	if !w.KVConfig().Recurrent() {
+		return nil
+	}
+	return w.each(func(c *kvcache.Cache) error { return c.Snapshot(seq, n) })
+}
+func (w *world) Forget(seq kvcache.SeqID, from int) {
+	if w.KVConfig().Recurrent() && w.Has(seq) {
+		w.each(func(c *kvcache.Cache) error { c.Forget(seq, from); return nil })
+	}
+}
 func (w *world) KVConfig() kvcache.Config { return w.caches[0].Config() }
 func (w *world) KVStats() kvcache.Stats   { return w.caches[0].Stats() }
 func (w *world) Close() error             { return nil }
@@ -190,6 +253,60 @@ func TestGreedySameSplit(t *testing.T) {
 			specs := drafters(t, want, w.Vocab(), draft)
 			for _, name := range sortedKeys(specs) {
 				checkSame(t, w, exactOn(w.pools...), prompt, want, name, specs[name])
+			}
+		})
+	}
+}
+
+// TestMTPGreedySameSplit: on tensor, layer and mixed splits in this
+// process, the MTP head held whole beside the ranks (as a cluster's
+// coordinator holds it, model.NewMTPHead), fed by the last stage's hidden
+// states, gives the split's own plain greedy output token for token from
+// the models' reference prompt; on glm4moe its drafts are accepted (the
+// shaped head predicts repeats, which its greedy text has; qwen35's
+// continuation never repeats a token at once, its README says, so
+// nothing is accepted there and only the equality is checked).
+func TestMTPGreedySameSplit(t *testing.T) {
+	cases := []struct {
+		model  string
+		tp, pp int
+		w      []float64
+	}{
+		{"glm4moe/tiny-glm4moe-Q8_0.gguf", 2, 1, nil},
+		{"glm4moe/tiny-glm4moe-Q4_K_M.gguf", 1, 2, nil},
+		{"glm4moe/tiny-glm4moe-Q8_0.gguf", 2, 2, []float64{1, 3, 1, 3}},
+		{"glm4moe/tiny-glm4moe-Q8_0.gguf", 3, 1, nil},
+		{"qwen35/tiny-qwen35-Q8_0.gguf", 2, 1, nil},
+		{"qwen35/tiny-qwen35-Q8_0.gguf", 1, 3, nil},
+		{"qwen35/tiny-qwen35-Q4_K_M.gguf", 2, 2, nil},
+	}
+	if testing.Short() {
+		cases = cases[:2]
+	}
+	for _, c := range cases {
+		name := fmt.Sprintf("%s-tp%d-pp%d", filepath.Base(c.model), c.tp, c.pp)
+		t.Run(name, func(t *testing.T) {
+			path := sharedModel(t, c.model)
+			p, _ := readGreedy(t, path)
+			w := newWorld(t, path, c.tp, c.pp, c.w, 256)
+			want := generate(t, engine.NewGenerator(w), w.Vocab(), p, 32)
+			head := w.withHead(t, path)
+			for _, n := range []struct{ nmin, nmax int }{{3, 3}, {0, 4}} {
+				mc, err := head.NewMTPCache(model.CacheSize{Positions: 256})
+				if err != nil {
+					t.Fatal(err)
+				}
+				d, err := NewMTP(head, mc, 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				st := checkSame(t, w, exactOn(w.pools...), p, want, fmt.Sprintf("mtp %d..%d", n.nmin, n.nmax), engine.Spec{Drafter: d, NMin: n.nmin, NMax: n.nmax})
+				if st.AcceptedTotal() == 0 && strings.Contains(c.model, "glm4moe") {
+					t.Errorf("mtp %d..%d: no draft accepted (%s)", n.nmin, n.nmax, st)
+				}
+				if mc.Stats().BlocksUsed != 0 {
+					t.Errorf("mtp %d..%d: the head's cache holds %d blocks after the generation", n.nmin, n.nmax, mc.Stats().BlocksUsed)
+				}
 			}
 		})
 	}
