@@ -28,7 +28,7 @@ type specBenchRow struct {
 	NMin       int       `json:"spec_n_min"`
 	SynthRates []float64 `json:"spec_synth_rates,omitempty"`
 	// Exact says whether verification used the one-token kernels
-	// (--spec-exact, on this node).
+	// (--spec-exact, on every rank).
 	Exact bool `json:"spec_exact"`
 	// SpeedUp is the decode median over the n-max 0 row's (0: no such row).
 	SpeedUp float64 `json:"speedup,omitempty"`
@@ -147,7 +147,6 @@ func benchSpecThreads(sf *specFlags, a benchSpecArgs, l *loaded, mf *modelFlags,
 		return nil, err
 	}
 	defer release()
-	sf.noteCluster(l, stderr)
 	V := l.backend.Vocab()
 	var textIDs []int32
 	if a.prompt != "" {
@@ -176,7 +175,7 @@ func benchSpecThreads(sf *specFlags, a benchSpecArgs, l *loaded, mf *modelFlags,
 			var baseToks []int32
 			for _, nmax := range sf.nmaxs {
 				row := specBenchRow{benchRow: benchRow{Model: filepath.Base(a.path), Threads: mf.threads, PromptTokens: len(prompt), GenTokens: n, Parallel: 1, Runs: a.reps},
-					Spec: sf.kind, NMax: nmax, NMin: min(sf.nmin, nmax), SynthRates: sf.rates, Exact: sf.exact && l.pool != nil && nmax > 0}
+					Spec: sf.kind, NMax: nmax, NMin: min(sf.nmin, nmax), SynthRates: sf.rates, Exact: sf.exact && (l.pool != nil || l.cl != nil) && nmax > 0}
 				st := &engine.SpecStats{}
 				g := engine.NewGenerator(l.backend)
 				if nmax > 0 {

@@ -301,6 +301,7 @@ func loadBackend(mf *modelFlags, cf *clusterFlags, seqs int, stderr io.Writer) (
 		}
 	}
 	cfg.Threads, cfg.MaxBatch, cfg.Ctx, cfg.Parallel, cfg.KVF32 = mf.threads, mf.batch, mf.ctx, max(seqs, 1), mf.kvF32
+	cfg.MTP = mf.mtp // --spec mtp: the head on this node
 	cfg.Progress = stderr
 	cfg.Hub = mf.hubModel()
 	// A server, or a cluster found by discovery (in a pod's log), says

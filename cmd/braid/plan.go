@@ -24,7 +24,7 @@ func init() {
 }
 
 func runPlan(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("plan", "-m MODEL [--workers HOST:PORT,... | --cluster FILE | --ranks N] [--mem BYTES,...] [--split tensor|layer|tensor=T,layer=L] [--tensor-split W,...] [-c CTX] [--parallel N]", stderr)
+	fs := newFlags("plan", "-m MODEL [--workers HOST:PORT,... | --cluster FILE | --ranks N] [--mem BYTES,...] [--split tensor|layer|tensor=T,layer=L] [--tensor-split W,...] [-c CTX] [--parallel N] [--spec mtp]", stderr)
 	path := fs.String("m", "", "model file (GGUF; any part of a split model), or ORG/NAME[:QUANT] from the Hugging Face hub cache")
 	pull := pullFlag(fs)
 	var cf clusterFlags
@@ -42,6 +42,7 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 	threads := fs.Int("t", defaultThreads(), "threads per rank")
 	kvF32 := fs.Bool("kv-f32", false, "KV cache in float32 instead of float16")
 	loadMode := fs.String("load-mode", "auto", "this node's (rank 0's) --load-mode, for its memory need: "+plan.LoadModes)
+	specKind := fs.String("spec", "none", "the --spec of the run planned for: with mtp rank 0 also holds the model's MTP head whole (ngram, draft, none: nothing more on the ranks)")
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return err
 	}
@@ -64,6 +65,11 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 	lmode, lauto, err := plan.ParseLoadMode(*loadMode)
 	if err != nil {
 		return usageError{err}
+	}
+	switch *specKind {
+	case "none", "ngram", "draft", "mtp":
+	default:
+		return usagef("--spec %q: want ngram, draft, mtp or none", *specKind)
 	}
 
 	var ranks []plan.Rank
@@ -178,7 +184,7 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 		*ctx = min(c.Context, 4096)
 	}
 	p, err := plan.Make(f, plan.Request{Ranks: ranks, Mode: mode, Weights: weights, Ctx: *ctx, Parallel: *parallel,
-		MaxBatch: *batch, Threads: *threads, KVF32: *kvF32})
+		MaxBatch: *batch, Threads: *threads, KVF32: *kvF32, MTP: *specKind == "mtp"})
 	var fe *plan.FitError
 	if err != nil && !errors.As(err, &fe) {
 		return err

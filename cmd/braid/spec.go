@@ -47,7 +47,7 @@ func (f *specFlags) register(fs *flag.FlagSet, list bool) {
 		nminUsage += " (above a row's --spec-n-max: that row drafts its n-max every step, e.g. --spec-n-min 32 for fixed lengths)"
 	}
 	fs.IntVar(&f.nmin, "spec-n-min", 0, nminUsage)
-	fs.BoolVar(&f.exact, "spec-exact", true, "verify with the one-token kernels, so that greedy output is token for token the output without --spec (on this node); false: the multi-token tiles, cheaper per draft, and a near tie may go the other way (as in llama.cpp)")
+	fs.BoolVar(&f.exact, "spec-exact", true, "verify with the one-token kernels (on every rank), so that greedy output is token for token the output without --spec; false: the multi-token tiles, cheaper per draft, and a near tie may go the other way (as in llama.cpp)")
 	fs.StringVar(&f.synth, "spec-synth-rates", "", "BENCHMARK ONLY: accept draft i with probability P_i (`P1,P2,...`: the share of steps whose draft i is kept) whatever the model says; the drafter runs for real, the output text is NOT the model's")
 }
 
@@ -112,7 +112,7 @@ func (f *specFlags) needsMTP() bool { return f.kind == "mtp" }
 
 // checkTarget refuses, before the weights are loaded, a target the
 // drafter cannot run on.
-func (f *specFlags) checkTarget(path string, cluster bool) error {
+func (f *specFlags) checkTarget(path string) error {
 	if !f.active() {
 		return nil
 	}
@@ -125,13 +125,8 @@ func (f *specFlags) checkTarget(path string, cluster bool) error {
 	if err != nil {
 		return err
 	}
-	if f.kind == "mtp" {
-		if c.NextN <= 0 {
-			return fmt.Errorf("--spec mtp: %s (%s) has no MTP head (no nextn_predict_layers); use --spec ngram or --spec draft", path, c.Arch)
-		}
-		if cluster {
-			return fmt.Errorf("--spec mtp runs the MTP head beside the whole model on this node; with --workers use --spec ngram or --spec draft (the draft model runs on this node)")
-		}
+	if f.kind == "mtp" && c.NextN <= 0 {
+		return fmt.Errorf("--spec mtp: %s (%s) has no MTP head (no nextn_predict_layers); use --spec ngram or --spec draft", path, c.Arch)
 	}
 	return nil
 }
@@ -152,14 +147,20 @@ func (f *specFlags) drafter(l *loaded, mf *modelFlags, seqs int, stderr io.Write
 	case "ngram":
 		return &spec.NGram{}, nop, nil
 	case "mtp":
-		if l.model == nil {
-			return nil, nil, fmt.Errorf("--spec mtp runs on this node only")
+		// On a cluster the head runs whole on this node (rank 0), fed by
+		// the hidden states the trunk's last stage returns.
+		head := l.model
+		if l.cl != nil {
+			head = l.cl.MTPHead()
 		}
-		mc, err := l.model.NewMTPCache(model.CacheSize{Positions: l.ctx * max(seqs, 1), Ctx: l.ctx, F32: mf.kvF32})
+		if head == nil {
+			return nil, nil, fmt.Errorf("--spec mtp: the MTP head was not loaded")
+		}
+		mc, err := head.NewMTPCache(model.CacheSize{Positions: l.ctx * max(seqs, 1), Ctx: l.ctx, F32: mf.kvF32})
 		if err != nil {
 			return nil, nil, err
 		}
-		d, err := spec.NewMTP(l.model, mc, mf.batch)
+		d, err := spec.NewMTP(head, mc, mf.batch)
 		return d, nop, err
 	case "draft":
 		df, err := gguf.Open(f.draft)
@@ -207,25 +208,24 @@ func (f *specFlags) drafter(l *loaded, mf *modelFlags, seqs int, stderr io.Write
 	return nil, nop, nil
 }
 
-// spec is the configuration for one draft length on l: on this node the
-// verification steps compute every token as a one-token step does (see
-// engine.Spec.Exact), so greedy output is token for token the plain one,
-// unless --spec-exact=false. Exact verification costs the row dot per
-// token instead of the tiles' shared unpacking (BenchmarkVerifyStep); the
-// adaptive length measures it and drafts less when it is dear.
+// spec is the configuration for one draft length on l: the verification
+// steps compute every token as a one-token step does (see
+// engine.Spec.Exact), on this node or on every rank of a cluster (the
+// Step frames carry the setting to the workers), so greedy output is
+// token for token the plain one, unless --spec-exact=false. Exact
+// verification costs the row dot per token instead of the tiles' shared
+// unpacking (BenchmarkVerifyStep); the adaptive length measures it and
+// drafts less when it is dear.
 func (f *specFlags) spec(l *loaded, d engine.Drafter, nmax int, st *engine.SpecStats) engine.Spec {
 	s := engine.Spec{Drafter: d, NMax: nmax, NMin: min(f.nmin, nmax), SynthRates: f.rates, SynthSeed: 1, Stats: st}
-	if l.pool != nil && f.exact {
+	switch {
+	case !f.exact:
+	case l.cl != nil:
+		s.Exact = l.cl.SetExactColumns
+	case l.pool != nil:
 		s.Exact = l.pool.SetExactColumns
 	}
 	return s
-}
-
-// noteCluster says what speculation over workers does not guarantee yet.
-func (f *specFlags) noteCluster(l *loaded, w io.Writer) {
-	if f.active() && l.cl != nil {
-		fmt.Fprintln(w, "braid: note: across workers the verification steps use the kernels' multi-token tiles, which round differently from one-token steps: greedy output equals the output without --spec except where two tokens nearly tie")
-	}
 }
 
 // summary is the stats line a run prints.
@@ -250,7 +250,7 @@ func (f *specFlags) prepare(mf *modelFlags, cf *clusterFlags, stderr io.Writer) 
 	if mf.path == "" {
 		return nil // from a cluster file: checked once loaded
 	}
-	return f.checkTarget(mf.path, cf.active())
+	return f.checkTarget(mf.path)
 }
 
 // prepareServe is prepare for the server.
@@ -277,7 +277,6 @@ func (f *specFlags) generator(l *loaded, mf *modelFlags, stderr io.Writer) (*eng
 		return nil, nil, nil, err
 	}
 	f.warnSynth(stderr)
-	f.noteCluster(l, stderr)
 	return g, st, release, nil
 }
 
@@ -294,6 +293,5 @@ func (f *specFlags) schedSpec(l *loaded, mf *modelFlags, parallel int, stderr io
 	}
 	s := f.spec(l, d, f.nmaxs[0], nil)
 	f.warnSynth(stderr)
-	f.noteCluster(l, stderr)
 	return &s, release, nil
 }

@@ -138,20 +138,24 @@ func TestBenchSpec(t *testing.T) {
 }
 
 // TestRunSpecWorkers: over real worker processes (a tensor split over
-// three ranks and a layer split over two), the n-gram and draft-model
-// drafters give what the same split gives without --spec, one Step frame
-// per worker verifying all of a step's drafts. The target is all Q8_0,
-// whose kernel tiles round exactly as the one-token dot does, so the
-// equality does not rest on the workers' verification being exact (which
-// they do not know to make yet, see noteCluster); mtp is refused.
+// three ranks, a layer split over two and an uneven one over three), the
+// n-gram and draft-model drafters give what the same split gives without
+// --spec, one Step frame per worker verifying all of a step's drafts. The
+// target is Q4_K_M, whose kernel tiles round differently from the
+// one-token dot: the equality rests on the workers verifying exactly as
+// the coordinator asks in each Step frame (see internal/cluster's
+// TestExactVerifyOnWorkers for the bit-level check).
 func TestRunSpecWorkers(t *testing.T) {
-	model := filepath.Join(shared, "models", "tiny-llama", "tiny-llama-Q8_0.gguf")
+	model := filepath.Join(shared, "models", "tiny-llama", "tiny-llama-Q4_K_M.gguf")
 	draft := filepath.Join(shared, "models", "stories260K", "stories260K-Q8_0.gguf")
-	glm := filepath.Join(shared, "models", "glm4moe", "tiny-glm4moe-Q8_0.gguf")
 	needShared(t, model)
 	needShared(t, draft)
 	w1, w2 := startWorker(t, nil), startWorker(t, nil)
-	for _, split := range [][]string{{"--workers", w1 + "," + w2, "--split", "tensor"}, {"--workers", w1, "--split", "layer"}} {
+	for _, split := range [][]string{
+		{"--workers", w1 + "," + w2, "--split", "tensor"},
+		{"--workers", w1, "--split", "layer"},
+		{"--workers", w1 + "," + w2, "--split", "layer", "--tensor-split", "1,3,2"},
+	} {
 		base := append([]string{"run", "-m", model, "-p", "Once upon a time", "-n", "40", "--temp", "0", "-t", "1"}, split...)
 		want, errOut, code := braid(t, "", base...)
 		if code != 0 {
@@ -170,15 +174,83 @@ func TestRunSpecWorkers(t *testing.T) {
 			}
 		}
 	}
-	_, errOut, code := braid(t, "", "run", "-m", glm, "-p", "Once", "-n", "4", "--workers", w1, "--spec", "mtp")
-	if code != 1 || !strings.Contains(errOut, "--spec mtp runs the MTP head beside the whole model on this node") {
-		t.Errorf("--spec mtp across workers: exit %d, %s", code, errOut)
+}
+
+// TestRunSpecMTPWorkers: braid run --spec mtp over real worker processes,
+// the head on the coordinator fed by the hidden states the trunk's last
+// stage returns, gives what the same split gives without --spec, with
+// drafts accepted, on glm4moe and the recurrent qwen35: tensor, layer and
+// both, two to four ranks, even and uneven.
+func TestRunSpecMTPWorkers(t *testing.T) {
+	glm := filepath.Join(shared, "models", "glm4moe", "tiny-glm4moe-Q8_0.gguf")
+	glmK := filepath.Join(shared, "models", "glm4moe", "tiny-glm4moe-Q4_K_M.gguf")
+	qwen := filepath.Join(shared, "models", "qwen35", "tiny-qwen35-Q8_0.gguf")
+	needShared(t, glm)
+	needShared(t, glmK)
+	needShared(t, qwen)
+	w1, w2, w3 := startWorker(t, nil), startWorker(t, nil), startWorker(t, nil)
+	cases := []struct {
+		model string
+		args  []string
+	}{
+		{glm, []string{"--workers", w1, "--split", "tensor"}},
+		{glmK, []string{"--workers", w1, "--split", "layer"}},
+		{qwen, []string{"--workers", w1 + "," + w2, "--split", "layer", "--tensor-split", "1,2,1"}},
+		{glm, []string{"--workers", w1 + "," + w2, "--split", "tensor", "--tensor-split", "1,2,3"}},
+		{qwen, []string{"--workers", w1, "--split", "tensor"}},
+		{glm, []string{"--workers", w1 + "," + w2 + "," + w3, "--split", "tensor=2,layer=2"}},
+	}
+	if testing.Short() {
+		cases = cases[:3]
+	}
+	for _, c := range cases {
+		name := filepath.Base(c.model) + " " + strings.Join(c.args[2:], " ")
+		base := append([]string{"run", "-m", c.model, "-p", "Once upon a time, once upon a time", "-n", "32", "--temp", "0", "-t", "1"}, c.args...)
+		want, errOut, code := braid(t, "", base...)
+		if code != 0 {
+			t.Fatalf("%s: plain run: exit %d: %s", name, code, errOut)
+		}
+		got, errOut, code := braid(t, "", append(base, "--spec", "mtp")...)
+		if code != 0 {
+			t.Fatalf("%s --spec mtp: exit %d: %s", name, code, errOut)
+		}
+		if got != want {
+			t.Errorf("%s --spec mtp: output differs from the split without --spec:\n got %q\nwant %q", name, got, want)
+		}
+		if !strings.Contains(errOut, "speculative decoding (mtp)") {
+			t.Errorf("%s --spec mtp: no summary: %s", name, errOut)
+		}
+		// glm4moe's shaped head predicts repeats, which its greedy text
+		// has; qwen35's never repeats a token at once (its README).
+		if c.model != qwen && strings.Contains(errOut, "accepted 0 (") {
+			t.Errorf("%s --spec mtp: no draft accepted: %s", name, errOut)
+		}
+	}
+}
+
+// TestBenchSpecMTPWorkers: braid bench --spec mtp over a worker reports
+// the MTP rows, exact and identical to the row without speculation.
+func TestBenchSpecMTPWorkers(t *testing.T) {
+	glm := filepath.Join(shared, "models", "glm4moe", "tiny-glm4moe-Q8_0.gguf")
+	needShared(t, glm)
+	w1 := startWorker(t, nil)
+	out, errOut, code := braid(t, "", "bench", "-m", glm, "-p", "16", "-n", "24", "-r", "1", "-t", "1", "--workers", w1, "--split", "tensor",
+		"--spec", "mtp", "--spec-n-max", "0,2", "--json")
+	if code != 0 {
+		t.Fatalf("bench --spec mtp --workers: exit %d: %s", code, errOut)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 2 {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if r := rows[1]; r["spec"] != "mtp" || r["spec_exact"] != true || r["identical_to_no_spec"] != true {
+		t.Errorf("the MTP row: %v", r)
 	}
 }
 
 // TestServeSpec: braid serve with --spec answers concurrent greedy
 // completions with the text it gives without speculation, and /metrics
-// carries the drafts by position; --spec mtp is refused there.
+// carries the drafts by position.
 func TestServeSpec(t *testing.T) {
 	draft := filepath.Join(shared, "models", "stories260K", "stories260K-Q8_0.gguf")
 	needShared(t, stories)
@@ -248,14 +320,29 @@ func TestServeSpec(t *testing.T) {
 // snapshots).
 func TestServeSpecMTP(t *testing.T) {
 	for _, name := range []string{"glm4moe/tiny-glm4moe-Q8_0", "qwen35/tiny-qwen35-Q8_0"} {
-		t.Run(name, func(t *testing.T) { serveSpecMTP(t, filepath.Join(shared, "models", name+".gguf")) })
+		t.Run(name, func(t *testing.T) { serveSpecMTP(t, filepath.Join(shared, "models", name+".gguf"), nil) })
 	}
 }
 
-func serveSpecMTP(t *testing.T, path string) {
+// TestServeSpecMTPWorkers: the same over a tensor split with a worker,
+// the MTP head on the server's node.
+func TestServeSpecMTPWorkers(t *testing.T) {
+	path := filepath.Join(shared, "models", "glm4moe", "tiny-glm4moe-Q8_0.gguf")
+	needShared(t, path)
+	// A worker serves one coordinator: one each for the two servers.
+	serveSpecMTP(t, path, func() []string { return []string{"--workers", startWorker(t, nil), "--split", "tensor"} })
+}
+
+// serveSpecMTP compares a server with --spec mtp and one without; extra,
+// when set, gives each server's further flags.
+func serveSpecMTP(t *testing.T, path string, extra func() []string) {
 	needShared(t, path)
 	serve := func(args ...string) string {
-		_, addr, lines := startServe(t, append([]string{"-m", path, "-c", "256", "--parallel", "3", "-t", "1"}, args...)...)
+		var more []string
+		if extra != nil {
+			more = extra()
+		}
+		_, addr, lines := startServe(t, append(append([]string{"-m", path, "-c", "256", "--parallel", "3", "-t", "1"}, more...), args...)...)
 		waitLine(t, lines, "ready:", 30*time.Second)
 		return addr
 	}
@@ -290,5 +377,44 @@ func serveSpecMTP(t *testing.T, path string) {
 	resp.Body.Close()
 	if !strings.Contains(string(m), `braid_spec_drafted_total{position="1"}`) || strings.Contains(string(m), "braid_spec_drafted_total{position=\"1\"} 0\n") {
 		t.Errorf("no MTP drafts in /metrics:\n%s", m)
+	}
+}
+
+// TestPlanSpecMTP: braid plan --spec mtp counts the MTP head in rank 0's
+// row and says so; a model without a head and an unknown drafter are
+// refused.
+func TestPlanSpecMTP(t *testing.T) {
+	glm := filepath.Join(shared, "models", "glm4moe", "tiny-glm4moe-Q8_0.gguf")
+	needShared(t, glm)
+	needShared(t, stories)
+	rank0 := func(out string) string {
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, "0 ") {
+				return l
+			}
+		}
+		t.Fatalf("no rank 0 row:\n%s", out)
+		return ""
+	}
+	base := []string{"plan", "-m", glm, "--ranks", "2", "--split", "layer", "--mem", "1G"}
+	plain, errOut, code := braid(t, "", base...)
+	if code != 0 {
+		t.Fatalf("plan: exit %d: %s", code, errOut)
+	}
+	mtp, errOut, code := braid(t, "", append(base, "--spec", "mtp")...)
+	if code != 0 {
+		t.Fatalf("plan --spec mtp: exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(mtp, "rank 0 also holds the MTP head") || strings.Contains(plain, "MTP head") {
+		t.Errorf("the MTP head's note: with --spec mtp\n%s\nwithout\n%s", mtp, plain)
+	}
+	if rank0(mtp) == rank0(plain) {
+		t.Errorf("rank 0's row does not change with the MTP head: %q", rank0(mtp))
+	}
+	if _, errOut, code := braid(t, "", "plan", "-m", stories, "--ranks", "2", "--spec", "mtp"); code != 1 || !strings.Contains(errOut, "has no MTP head") {
+		t.Errorf("plan --spec mtp of a model without a head: exit %d, %s", code, errOut)
+	}
+	if _, errOut, code := braid(t, "", append(base, "--spec", "beam")...); code != 2 || !strings.Contains(errOut, "want ngram, draft, mtp or none") {
+		t.Errorf("plan --spec beam: exit %d, %s", code, errOut)
 	}
 }
