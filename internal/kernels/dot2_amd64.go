@@ -136,7 +136,9 @@ func init() {
 	} {
 		d := &dotImpl{name: "avx512vnni", act: k.act, dot: k.vnni}
 		if k.mm != nil {
-			d.mm, d.mmRows, d.mmCols = k.mm, 4, 4
+			// Each column as the row dot computes it, edges by the row
+			// dot (see Q8_0 in dot_amd64.go).
+			d.mm, d.mmRows, d.mmCols, d.exactTiles = k.mm, 4, 4, true
 		}
 		registerFast(k.t, vnni, d)
 		registerFast(k.t, avx2, &dotImpl{name: "avx2", act: k.act, dot: k.avx2})

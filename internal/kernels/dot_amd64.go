@@ -73,10 +73,13 @@ func init() {
 	// The AVX-512 kernels use byte/word ops (BW), 256-bit EVEX forms for the
 	// odd last block (VL) and VPDPBUSD (VNNI); F16C converts the scales.
 	vnni := x.HasAVX512F && x.HasAVX512BW && x.HasAVX512VL && x.HasAVX512VNNI && x.HasF16C && x.HasFMA
+	// The 4x4 tiles run each column's block sums, scales and
+	// accumulation as the row dot does (exactTiles, checked by
+	// TestExactEveryFormat); their edges are the row dot.
 	registerFast(quant.Q8_0, vnni, &dotImpl{name: "avx512vnni", act: quant.Q8_0, dot: vdQ8_0VNNI,
-		mm: mmQ8_0, mmRows: 4, mmCols: 4})
+		mm: mmQ8_0, mmRows: 4, mmCols: 4, exactTiles: true})
 	registerFast(quant.Q4_0, vnni, &dotImpl{name: "avx512vnni", act: quant.Q8_0, dot: vdQ4_0VNNI,
-		mm: mmQ4_0, mmRows: 4, mmCols: 4})
+		mm: mmQ4_0, mmRows: 4, mmCols: 4, exactTiles: true})
 	avx512 := x.HasAVX512F && x.HasAVX512BW && x.HasF16C && x.HasFMA
 	registerFast(quant.F32, avx512, &dotImpl{name: "avx512", act: quant.F32, dot: vdF32AVX512,
 		mm: mmF32Tile, mmRows: 4, mmCols: 6})

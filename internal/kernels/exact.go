@@ -1,16 +1,23 @@
 package kernels
 
 // SetExactColumns makes every MatMul (and MatMulShared) of at most n
-// activation vectors compute each vector with the row dot product of a
-// one-vector MatMul, so that each vector's results are bit-identical to a
-// MatMul of that vector alone; larger products keep the tiles. The tiles
-// agree with the row dot only up to the order of float operations, which
-// speculative decoding cannot accept: the target's verification of 1+k
-// tokens in one step must give the logits (and keys and values) plain
-// decode gives one token at a time, or greedy output could differ at a
-// near tie. Each chunk of weight rows stays in cache while the vectors
-// pass, so a decode-sized product still reads the weights once. 0 (the
-// default) turns it off. Not safe to call while the pool runs a product.
+// activation vectors give each vector the bits a MatMul of that vector
+// alone gives. Speculative decoding needs it: the target's verification
+// of 1+k tokens in one step must give the logits (and keys and values)
+// plain decode gives one token at a time, or greedy output could differ
+// at a near tie.
+//
+// Most kernels give those bits at no cost: their tiles compute each
+// column as the one-vector product does (dotImpl.exactTiles: the K-quant
+// tiles of Q4_K and Q6_K, whose one-column tile is the one-vector product,
+// and the Q8_0-style 4x4 tiles, which follow the row dot), and kernels
+// without tiles use the row dot for every vector anyway. The others (the
+// float formats' tiles, Q5_K's, the NEON K-quant tiles) round differently
+// from their row dot; for them the bound makes the product run the row dot
+// once per vector, each chunk of weight rows staying in cache while the
+// vectors pass, so the weights are still read once. Larger products keep
+// the tiles. 0 (the default) turns it off. Not safe to call while the
+// pool runs a product.
 func (p *Pool) SetExactColumns(n int) {
 	p.mu.Lock()
 	p.exactCols = max(n, 0)

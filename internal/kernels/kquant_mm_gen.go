@@ -242,12 +242,92 @@ func colAddrOf(c int) string {
 	return strings.ReplaceAll(colAddr[c%4], "DI", colBase[c/4])
 }
 
+// plan says which operands of unpackRow a tile keeps in registers (0: it
+// reads them from memory each time): the registers between the tile's own
+// and the magic are free, more of them the fewer columns. The narrow tiles
+// gain most: with one column (the decode product) the unpacking is the
+// whole work, and as memory operands its constants and the row's codes
+// were read up to four times a block, more loads than the load ports take
+// (Q6_K's one-column tile had 30 64-byte loads a block). The results do
+// not depend on the plan.
+type plan struct {
+	sh, rot int    // the VPSRLVD counts, the VPROLVD counts of the high bits
+	hi, qh  int    // the row's codes 64..127 (VPERMI2D's second table), Q6_K's qh
+	idx     [4]int // the VPERMI2D indices (copied: VPERMI2D overwrites them)
+	idxH    [4]int // the VPERMD indices of the high bits (Q5_K, Q6_K)
+	sc      [6]int // the Q4_K/Q5_K scale constants (X registers)
+}
+
+// scConsts are the constants of the Q4_K/Q5_K scale unpacking, in the
+// order of plan.sc.
+var scConsts = []string{"kqmmK4Shuf", "kqmmK4Srl", "kqmmK4Lo", "kqmmK4Hi", "kqmmDupSc", "kqmmDupMin"}
+
+// makePlan hands out the free registers, those that save the most loads a
+// block first: a count vector is read four times a block, the row's codes
+// and qh three times more than once, an index once.
+func makePlan(f format, g regs) plan {
+	free := []int{}
+	for r := g.m(g.R-1) + 1; r < magicReg; r++ {
+		free = append(free, r)
+	}
+	take := func() int {
+		if len(free) == 0 {
+			return 0
+		}
+		r := free[0]
+		free = free[1:]
+		return r
+	}
+	var pl plan
+	pl.sh = take()
+	if f.q6 || f.q5 {
+		pl.rot = take()
+	}
+	if g.R == 1 {
+		// Per-row data only where there is one row.
+		pl.hi = take()
+		if f.q6 {
+			pl.qh = take()
+		}
+	}
+	if f.q6 || f.q5 {
+		if len(free) >= 4 {
+			for k := range pl.idxH {
+				pl.idxH[k] = take()
+			}
+		}
+	}
+	if f.mins && len(free) >= len(pl.sc) {
+		for i := range pl.sc {
+			pl.sc[i] = take()
+		}
+	}
+	if len(free) >= 4 {
+		for k := range pl.idx {
+			pl.idx[k] = take()
+		}
+	}
+	return pl
+}
+
+// operand is register reg (Z, or X with x) if there is one, else mem.
+func operand(reg int, mem string, x bool) string {
+	switch {
+	case reg == 0:
+		return mem
+	case x:
+		return fmt.Sprintf("X%d", reg)
+	}
+	return fmt.Sprintf("Z%d", reg)
+}
+
 func gen(p func(string, ...any), f format, R, C int) {
 	g := regs{R, C}
 	last := g.m(R - 1)
 	if last >= magicReg {
 		panic(fmt.Sprintf("%s: %dx%d tile needs too many registers", f.name, R, C))
 	}
+	pl := makePlan(f, g)
 	name := fname(f, R, C)
 	p("// func %s(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, tiles int, acc *float32, flags int, pf int)", name)
 	p("TEXT ·%s(SB), NOSPLIT, $0-88", name)
@@ -266,6 +346,31 @@ func gen(p func(string, ...any), f format, R, C int) {
 	case f.q5:
 		p("\tMOVL $0x10101010, BX")
 		p("\tVPBROADCASTD BX, Z%d", maskHi)
+	}
+	if pl.sh != 0 {
+		p("\tVMOVDQU32 %s<>(SB), Z%d", f.shSym, pl.sh)
+	}
+	if pl.rot != 0 {
+		rot := "kqmmRotQ5H"
+		if f.q6 {
+			rot = "kqmmRotQ6H"
+		}
+		p("\tVMOVDQU32 %s<>(SB), Z%d", rot, pl.rot)
+	}
+	for k, r := range pl.idx {
+		if r != 0 {
+			p("\tVMOVDQU32 %s%d<>(SB), Z%d", f.idxSym, k, r)
+		}
+	}
+	for k, r := range pl.idxH {
+		if r != 0 {
+			p("\tVMOVDQU32 %s%d<>(SB), Z%d", idxHSym(f), k, r)
+		}
+	}
+	for i, r := range pl.sc {
+		if r != 0 {
+			p("\tVMOVDQU32 %s<>(SB), X%d", scConsts[i], r)
+		}
 	}
 	p("")
 	// Tiles of R rows one after the other, all against the same columns:
@@ -305,10 +410,14 @@ func gen(p func(string, ...any), f format, R, C int) {
 			p("\tLEAQ %s, R12", ra)
 			pa = "(R12)(BX*1)"
 		}
+		// pf = 0: no prefetch (a predicted branch).
+		p("\tTESTQ BX, BX")
+		p("\tJEQ %s_nopf%d", name, r)
 		for l := 0; l < (f.size+63)/64; l++ {
 			p("\tPREFETCHT0 %d%s", 64*l, pa)
 		}
-		unpackRow(p, f, g, r, ra)
+		p("%s_nopf%d:", name, r)
+		unpackRow(p, f, g, pl, r, ra)
 	}
 	for c := 0; c < C; c++ {
 		ca := colAddrOf(c)
@@ -388,32 +497,56 @@ func gen(p func(string, ...any), f format, R, C int) {
 	p("")
 }
 
+// idxHSym is the VPERMD index table of f's high bits.
+func idxHSym(f format) string {
+	if f.q6 {
+		return "kqmmIdxQ6H"
+	}
+	return "kqmmIdxQ5H"
+}
+
 // unpackRow leaves row r's four weight vectors in g.w(r, k), its per-lane
 // float scales (times d) in g.s(r) and, for Q4_K/Q5_K, its per-lane float
-// mins (times dmin) in g.m(r).
-func unpackRow(p func(string, ...any), f format, g regs, r int, ra string) {
+// mins (times dmin) in g.m(r); pl says which operands are in registers.
+func unpackRow(p func(string, ...any), f format, g regs, pl plan, r int, ra string) {
 	q := f.qsOff
 	p("\tVMOVDQU32 %d%s, Z%d", q, ra, t0)
+	hi := operand(pl.hi, fmt.Sprintf("%d%s", q+64, ra), false)
+	if pl.hi != 0 {
+		p("\tVMOVDQU32 %d%s, Z%d", q+64, ra, pl.hi)
+	}
+	qh := operand(pl.qh, "128"+ra, false)
+	if pl.qh != 0 {
+		p("\tVMOVDQU32 128%s, Z%d", ra, pl.qh)
+	}
+	sh := operand(pl.sh, f.shSym+"<>(SB)", false)
 	for k := 0; k < 4; k++ {
 		w := g.w(r, k)
-		p("\tVMOVDQU32 %s%d<>(SB), Z%d", f.idxSym, k, w)
-		p("\tVPERMI2D %d%s, Z%d, Z%d", q+64, ra, t0, w)
-		p("\tVPSRLVD %s<>(SB), Z%d, Z%d", f.shSym, w, w)
+		if pl.idx[k] != 0 {
+			p("\tVMOVDQA32 Z%d, Z%d", pl.idx[k], w)
+		} else {
+			p("\tVMOVDQU32 %s%d<>(SB), Z%d", f.idxSym, k, w)
+		}
+		p("\tVPERMI2D %s, Z%d, Z%d", hi, t0, w)
+		p("\tVPSRLVD %s, Z%d, Z%d", sh, w, w)
+		idxH := fmt.Sprintf("Z%d", pl.idxH[k])
+		if pl.idxH[k] == 0 && (f.q6 || f.q5) {
+			p("\tVMOVDQU32 %s%d<>(SB), Z%d", idxHSym(f), k, t1)
+			idxH = fmt.Sprintf("Z%d", t1)
+		}
 		switch {
 		case f.q6:
 			// (ql nibble) | (qh bits 2s..2s+1) << 4
-			p("\tVMOVDQU32 kqmmIdxQ6H%d<>(SB), Z%d", k, t1)
-			p("\tVPERMD 128%s, Z%d, Z%d", ra, t1, t1)
-			p("\tVPROLVD kqmmRotQ6H<>(SB), Z%d, Z%d", t1, t1)
+			p("\tVPERMD %s, %s, Z%d", qh, idxH, t1)
+			p("\tVPROLVD %s, Z%d, Z%d", operand(pl.rot, "kqmmRotQ6H<>(SB)", false), t1, t1)
 			p("\tVPANDD Z%d, Z%d, Z%d", maskHi, t1, t1)
 			p("\tVPTERNLOGD $0xec, Z%d, Z%d, Z%d", mask0f, t1, w) // w&0x0f | h
 		case f.q5:
 			if k == 0 {
 				p("\tVBROADCASTI64X4 16%s, Z%d", ra, t2)
 			}
-			p("\tVMOVDQU32 kqmmIdxQ5H%d<>(SB), Z%d", k, t1)
-			p("\tVPERMD Z%d, Z%d, Z%d", t2, t1, t1)
-			p("\tVPROLVD kqmmRotQ5H<>(SB), Z%d, Z%d", t1, t1)
+			p("\tVPERMD Z%d, %s, Z%d", t2, idxH, t1)
+			p("\tVPROLVD %s, Z%d, Z%d", operand(pl.rot, "kqmmRotQ5H<>(SB)", false), t1, t1)
 			p("\tVPANDD Z%d, Z%d, Z%d", maskHi, t1, t1)
 			p("\tVPTERNLOGD $0xec, Z%d, Z%d, Z%d", mask0f, t1, w)
 		default:
@@ -431,15 +564,16 @@ func unpackRow(p func(string, ...any), f format, g regs, r int, ra string) {
 		return
 	}
 	m := g.m(r)
+	c := func(i int) string { return operand(pl.sc[i], scConsts[i]+"<>(SB)", true) }
 	// 12 scale bytes at 4: X(t0) = [sc0..7, m0..7] (see kquant_amd64.s).
 	p("\tVMOVDQU32 4%s, X%d", ra, t0)
-	p("\tVPSHUFB kqmmK4Shuf<>(SB), X%d, X%d", t0, t0)
+	p("\tVPSHUFB %s, X%d, X%d", c(0), t0, t0)
 	p("\tVPSLLQ $30, X%d, X%d", t0, t1)
-	p("\tVPSRLVD kqmmK4Srl<>(SB), X%d, X%d", t0, t0)
-	p("\tVPANDD kqmmK4Lo<>(SB), X%d, X%d", t0, t0)
-	p("\tVPTERNLOGD $0xf8, kqmmK4Hi<>(SB), X%d, X%d", t1, t0)
-	p("\tVPSHUFB kqmmDupSc<>(SB), X%d, X%d", t0, t1)
-	p("\tVPSHUFB kqmmDupMin<>(SB), X%d, X%d", t0, t2)
+	p("\tVPSRLVD %s, X%d, X%d", c(1), t0, t0)
+	p("\tVPANDD %s, X%d, X%d", c(2), t0, t0)
+	p("\tVPTERNLOGD $0xf8, %s, X%d, X%d", c(3), t1, t0)
+	p("\tVPSHUFB %s, X%d, X%d", c(4), t0, t1)
+	p("\tVPSHUFB %s, X%d, X%d", c(5), t0, t2)
 	p("\tVPMOVZXBD X%d, Z%d", t1, s)
 	p("\tVPMOVZXBD X%d, Z%d", t2, m)
 	p("\tVCVTDQ2PS Z%d, Z%d", s, s)

@@ -96,6 +96,11 @@ type actKey struct {
 }
 
 func (p *Pool) matMul(dst []float32, w *Matrix, x []float32, n int) {
+	p.matMulWith(implFor(w.Type), dst, w, x, n)
+}
+
+// matMulWith is matMul on kernel impl (tests run every candidate).
+func (p *Pool) matMulWith(impl *dotImpl, dst []float32, w *Matrix, x []float32, n int) {
 	if n <= 0 || w.Rows == 0 {
 		return
 	}
@@ -103,20 +108,22 @@ func (p *Pool) matMul(dst []float32, w *Matrix, x []float32, n int) {
 	if len(x) < n*w.Cols || len(dst) < n*w.Rows {
 		panic(fmt.Sprintf("kernels: MatMul %dx%d by %d vectors: x has %d values, dst %d", w.Rows, w.Cols, n, len(x), len(dst)))
 	}
-	impl := implFor(w.Type)
 	if impl == nil {
 		panic("kernels: no dot product for weight type " + w.Type.String())
 	}
 
 	j := &p.job.mm
 	*j = matJob{impl: impl, w: w.Data, ldw: ldw, rows: w.Rows, cols: w.Cols, n: n, dst: dst}
-	tiles := n > p.exactCols // else every vector by the row dot (SetExactColumns)
-	if n > 1 && tiles {
+	// Tiles unless SetExactColumns asks for the one-vector arithmetic and
+	// the tiles round differently from it; then every vector by the row
+	// dot.
+	tiles := impl.oneByTile || n > 1 && (n > p.exactCols || impl.exactTiles)
+	if tiles {
 		j.mm = impl.mm
 	}
 	key := actKey{x: &x[0], n: n, cols: w.Cols, act: impl.act}
 	switch {
-	case n > 1 && tiles && impl.mmWide != nil:
+	case tiles && impl.mmWide != nil:
 		j.mm = impl.mmWide
 		key.wide = impl.wideKind
 		if key == p.actKey && key.wide != "" {
@@ -202,11 +209,7 @@ func runMatMul(p *Pool, c int) {
 	r1 := min(r0+j.rowStep, j.rows)
 	dot, cols, ldw, ldx := j.impl.dot, j.cols, j.ldw, j.ldx
 	if j.n == 1 {
-		x := j.x[:ldx]
-		d := j.dst[r0:r1]
-		for r := r0; r < r1; r++ {
-			d[r-r0] = dot(cols, j.w[r*ldw:(r+1)*ldw], x)
-		}
+		j.impl.vecRows(cols, j.w, ldw, j.x[:ldx], j.dst, r0, r1)
 		return
 	}
 	if mm := j.mm; mm != nil {
@@ -237,5 +240,48 @@ func mmByDot(dot func(n int, w, x []byte) float32, n int, w []byte, ldw int, x [
 		for r := 0; r < rows; r++ {
 			dst[c*ldd+r] = dot(n, w[r*ldw:r*ldw+ldw], xc)
 		}
+	}
+}
+
+// vecConv says how impl's one-vector product takes a vector of cols
+// values: converted by conv into ldx bytes, or (conv nil) as the float32
+// values themselves. With vecRows it is the one-vector product of MatMul
+// for the kernels that compute it row by row elsewhere (MatVecHeads), so
+// that their results keep MatMul's bits.
+func (d *dotImpl) vecConv(cols int) (conv func(dst []byte, src []float32), ldx int) {
+	switch {
+	case d.oneByTile && d.mmWide != nil:
+		return d.wideAct, 4 * cols
+	case d.act == quant.F32:
+		return nil, 4 * cols
+	}
+	rb, err := d.act.RowBytes(int64(cols))
+	if err != nil {
+		panic("kernels: activations: " + err.Error())
+	}
+	conv = actQuantizers[d.act]
+	if conv == nil {
+		panic("kernels: no activation conversion to " + d.act.String())
+	}
+	return conv, int(rb)
+}
+
+// vecRows computes rows r0..r1-1 of the product of w (ldw bytes a row) and
+// one vector x of cols values converted as vecConv says, into dst[r0:r1]:
+// by the row dot, or by the one-column tile where the tiles are what
+// makes products of several vectors exact (dotImpl.oneByTile).
+func (d *dotImpl) vecRows(cols int, w []byte, ldw int, x []byte, dst []float32, r0, r1 int) {
+	if !d.oneByTile {
+		for r := r0; r < r1; r++ {
+			dst[r] = d.dot(cols, w[r*ldw:(r+1)*ldw], x)
+		}
+		return
+	}
+	mm := d.mmWide
+	if mm == nil {
+		mm = d.mm
+	}
+	for r := r0; r < r1; r += d.mmRows {
+		mm(cols, w[r*ldw:], ldw, x, len(x), dst[r:], len(dst)-r, min(d.mmRows, r1-r), 1)
 	}
 }

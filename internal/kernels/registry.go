@@ -47,6 +47,15 @@ type dotImpl struct {
 	// impls with the same wideKind can share converted
 	// activations (see MatMulShared).
 	wideKind string
+
+	// exactTiles says the tile (mm or mmWide) computes every column with
+	// the float operations, in the order, of the one-vector product, so a
+	// column's result is the same bits whatever the number of vectors:
+	// products of few vectors keep the tiles under SetExactColumns.
+	// oneByTile says the one-vector product runs the tile too (its
+	// one-column shape), which is what makes the K-quant tiles exact: they
+	// round differently from the row dot, but each column the same way.
+	exactTiles, oneByTile bool
 }
 
 // generic holds the pure-Go reference implementation for each weight type;
