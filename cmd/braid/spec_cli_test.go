@@ -141,22 +141,29 @@ func TestBenchSpec(t *testing.T) {
 // three ranks, a layer split over two and an uneven one over three), the
 // n-gram and draft-model drafters give what the same split gives without
 // --spec, one Step frame per worker verifying all of a step's drafts. The
-// target is Q4_K_M, whose kernel tiles round differently from the
-// one-token dot: the equality rests on the workers verifying exactly as
-// the coordinator asks in each Step frame (see internal/cluster's
-// TestExactVerifyOnWorkers for the bit-level check).
+// targets are Q4_K_M and Q5_K_M, whose kernel tiles have rounded
+// differently from the one-token dot (Q5_K's still do): the equality rests
+// on the workers verifying exactly as the coordinator asks in each Step
+// frame (internal/cluster's TestExactVerifyOnWorkers checks the bits).
 func TestRunSpecWorkers(t *testing.T) {
-	model := filepath.Join(shared, "models", "tiny-llama", "tiny-llama-Q4_K_M.gguf")
+	q4 := filepath.Join(shared, "models", "tiny-llama", "tiny-llama-Q4_K_M.gguf")
+	q5 := filepath.Join(shared, "models", "tiny-llama", "tiny-llama-Q5_K_M.gguf")
 	draft := filepath.Join(shared, "models", "stories260K", "stories260K-Q8_0.gguf")
-	needShared(t, model)
+	needShared(t, q4)
+	needShared(t, q5)
 	needShared(t, draft)
 	w1, w2 := startWorker(t, nil), startWorker(t, nil)
-	for _, split := range [][]string{
-		{"--workers", w1 + "," + w2, "--split", "tensor"},
-		{"--workers", w1, "--split", "layer"},
-		{"--workers", w1 + "," + w2, "--split", "layer", "--tensor-split", "1,3,2"},
+	for _, c := range []struct {
+		model string
+		split []string
+	}{
+		{q4, []string{"--workers", w1 + "," + w2, "--split", "tensor"}},
+		{q4, []string{"--workers", w1, "--split", "layer"}},
+		{q4, []string{"--workers", w1 + "," + w2, "--split", "layer", "--tensor-split", "1,3,2"}},
+		{q5, []string{"--workers", w1 + "," + w2, "--split", "tensor"}},
 	} {
-		base := append([]string{"run", "-m", model, "-p", "Once upon a time", "-n", "40", "--temp", "0", "-t", "1"}, split...)
+		split := append([]string{filepath.Base(c.model)}, c.split...)
+		base := append([]string{"run", "-m", c.model, "-p", "Once upon a time", "-n", "40", "--temp", "0", "-t", "1"}, c.split...)
 		want, errOut, code := braid(t, "", base...)
 		if code != 0 {
 			t.Fatalf("%v: plain run: exit %d: %s", split, code, errOut)

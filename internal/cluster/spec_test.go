@@ -57,79 +57,87 @@ func exactSteps(t *testing.T, w *proc) uint64 {
 // TestExactVerifyOnWorkers: over real workers, a verification-shaped step
 // (four tokens of one sequence, every row an output) run with
 // SetExactColumns gives logits bit for bit those of four one-token steps,
-// on a Q4_K_M target, whose multi-column tiles round differently from the
-// one-token dot: the Step frame carries the setting and every worker
-// applies it around that step (its health endpoint counts those steps).
-// Whether the same step without the setting differs is logged: it depends
-// on the kernels, which may make small products exact by themselves.
+// on Q4_K_M and Q5_K_M targets, whose multi-column tiles have rounded
+// differently from the one-token dot: the Step frame carries the setting
+// and every worker applies it around that step (its health endpoint counts
+// those steps). Whether the same step without the setting differs is
+// logged: it depends on the kernels, which make some formats' small
+// products exact by themselves (Q4_K since ffb8408, not Q5_K).
 func TestExactVerifyOnWorkers(t *testing.T) {
-	path := sharedModel(t, "tiny-llama/tiny-llama-Q4_K_M.gguf")
 	env := workerEnv(t)
 	ws := []*proc{startWorker(t, "127.0.0.1:0", env, "--health-listen", "127.0.0.1:0"), startWorker(t, "127.0.0.1:0", env, "--health-listen", "127.0.0.1:0")}
-	for _, sc := range []splitCase{{"tensor", nil, 1}, {"layer", nil, 1}, {"tensor", []float64{1, 2, 3}, 2}} {
-		t.Run(sc.String(), func(t *testing.T) {
-			c := openSpecCluster(t, path, sc.split, sc.weights, false, ws[:sc.workers]...)
-			V := c.Vocab()
-			before := make([]uint64, sc.workers)
-			for i, w := range ws[:sc.workers] {
-				before[i] = exactSteps(t, w)
-			}
-			P := len(testPrompt)
-			var b model.Batch
-			for i, tok := range testPrompt {
-				b.Add(tok%int32(V), int32(i), 0, i == P-1)
-			}
-			row := make([]float32, V)
+	for _, rel := range []string{"tiny-llama/tiny-llama-Q4_K_M.gguf", "tiny-llama/tiny-llama-Q5_K_M.gguf"} {
+		path := sharedModel(t, rel)
+		for _, sc := range []splitCase{{"tensor", nil, 1}, {"layer", nil, 1}, {"tensor", []float64{1, 2, 3}, 2}} {
+			exactVerify(t, path, sc, ws)
+		}
+	}
+}
+
+// exactVerify is TestExactVerifyOnWorkers for one model and split.
+func exactVerify(t *testing.T, path string, sc splitCase, ws []*proc) {
+	t.Run(filepath.Base(path)+"-"+sc.String(), func(t *testing.T) {
+		c := openSpecCluster(t, path, sc.split, sc.weights, false, ws[:sc.workers]...)
+		V := c.Vocab()
+		before := make([]uint64, sc.workers)
+		for i, w := range ws[:sc.workers] {
+			before[i] = exactSteps(t, w)
+		}
+		P := len(testPrompt)
+		var b model.Batch
+		for i, tok := range testPrompt {
+			b.Add(tok%int32(V), int32(i), 0, i == P-1)
+		}
+		row := make([]float32, V)
+		if err := c.Forward(&b, engine.FullLogits, row); err != nil {
+			t.Fatal(err)
+		}
+		// Four one-token steps: the plain decode's rows.
+		const k = 4
+		toks := make([]int32, k)
+		plain := make([]float32, k*V)
+		for i := range k {
+			toks[i] = argmax(row)
+			b.Reset()
+			b.Add(toks[i], int32(P+i), 0, true)
+			row = plain[i*V : (i+1)*V]
 			if err := c.Forward(&b, engine.FullLogits, row); err != nil {
 				t.Fatal(err)
 			}
-			// Four one-token steps: the plain decode's rows.
-			const k = 4
-			toks := make([]int32, k)
-			plain := make([]float32, k*V)
-			for i := range k {
-				toks[i] = argmax(row)
-				b.Reset()
-				b.Add(toks[i], int32(P+i), 0, true)
-				row = plain[i*V : (i+1)*V]
-				if err := c.Forward(&b, engine.FullLogits, row); err != nil {
-					t.Fatal(err)
-				}
+		}
+		verify := func(exact bool) []float32 {
+			if err := c.Truncate(0, P); err != nil {
+				t.Fatal(err)
 			}
-			verify := func(exact bool) []float32 {
-				if err := c.Truncate(0, P); err != nil {
-					t.Fatal(err)
-				}
-				b.Reset()
-				for i, tok := range toks {
-					b.Add(tok, int32(P+i), 0, true)
-				}
-				got := make([]float32, k*V)
-				if exact {
-					c.SetExactColumns(k)
-				}
-				err := c.Forward(&b, engine.FullLogits, got)
-				c.SetExactColumns(0)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return got
+			b.Reset()
+			for i, tok := range toks {
+				b.Add(tok, int32(P+i), 0, true)
 			}
-			if got := verify(true); !slices.Equal(got, plain) {
-				t.Errorf("the exact verification step's logits are not those of one-token steps (max diff %g)", maxDiff(got, plain))
+			got := make([]float32, k*V)
+			if exact {
+				c.SetExactColumns(k)
 			}
-			for i, w := range ws[:sc.workers] {
-				if n := exactSteps(t, w); n != before[i]+1 {
-					t.Errorf("rank %d ran %d exact steps, want 1", i+1, n-before[i])
-				}
+			err := c.Forward(&b, engine.FullLogits, got)
+			c.SetExactColumns(0)
+			if err != nil {
+				t.Fatal(err)
 			}
-			if got := verify(false); !slices.Equal(got, plain) {
-				t.Logf("without the setting the step differs from one-token steps by up to %g (the tiles' rounding)", maxDiff(got, plain))
-			} else {
-				t.Logf("without the setting the step equals one-token steps here (the kernels are exact for %d columns)", k)
+			return got
+		}
+		if got := verify(true); !slices.Equal(got, plain) {
+			t.Errorf("the exact verification step's logits are not those of one-token steps (max diff %g)", maxDiff(got, plain))
+		}
+		for i, w := range ws[:sc.workers] {
+			if n := exactSteps(t, w); n != before[i]+1 {
+				t.Errorf("rank %d ran %d exact steps, want 1", i+1, n-before[i])
 			}
-		})
-	}
+		}
+		if got := verify(false); !slices.Equal(got, plain) {
+			t.Logf("without the setting the step differs from one-token steps by up to %g (the tiles' rounding)", maxDiff(got, plain))
+		} else {
+			t.Logf("without the setting the step equals one-token steps here (the kernels are exact for %d columns)", k)
+		}
+	})
 }
 
 func maxDiff(a, b []float32) float64 {
