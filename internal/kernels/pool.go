@@ -58,6 +58,9 @@ type job struct {
 	// MatMul and activation conversion
 	mm matJob
 
+	// MatVecHeads
+	heads headsJob
+
 	// SwiGLU
 	dst, gate, up []float32
 	ewLen         int // values per chunk

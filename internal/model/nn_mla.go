@@ -144,30 +144,42 @@ func (at *MLA) mix(m *Model, cache *kvcache.Cache, b *Batch, l int, h, out []flo
 		at.ix.selectPositions(m, cache, b, cl, ms.qa[:n*a.QLora], h, W)
 	}
 	// Absorb k_b into each head's query: q = (k_b[h]·q_nope) | q_rope, a
-	// query against the latent rows.
-	for hh := 0; hh < nh; hh++ {
-		for i := 0; i < n; i++ {
-			src := ms.qfull[(i*nh+hh)*qk:]
-			copy(ms.qn[i*a.Nope:(i+1)*a.Nope], src[:a.Nope])
+	// query against the latent rows. One token (decode): every head in
+	// one job, reading q_nope from qfull and writing the queries in place.
+	if n == 1 {
+		m.pool.MatVecHeads(s.q[:nh*W], W, at.kb, ms.qfull[:nh*qk], qk)
+		for hh := 0; hh < nh; hh++ {
+			copy(s.q[hh*W+L:(hh+1)*W], ms.qfull[hh*qk+a.Nope:(hh+1)*qk])
 		}
-		m.pool.MatMul(ms.qabs[:n*L], &at.kb[hh], ms.qn[:n*a.Nope], n)
-		for i := 0; i < n; i++ {
-			q := s.q[(i*nh+hh)*W : (i*nh+hh+1)*W]
-			copy(q[:L], ms.qabs[i*L:(i+1)*L])
-			copy(q[L:], ms.qfull[(i*nh+hh)*qk+a.Nope:(i*nh+hh+1)*qk])
+	} else {
+		for hh := 0; hh < nh; hh++ {
+			for i := 0; i < n; i++ {
+				src := ms.qfull[(i*nh+hh)*qk:]
+				copy(ms.qn[i*a.Nope:(i+1)*a.Nope], src[:a.Nope])
+			}
+			m.pool.MatMul(ms.qabs[:n*L], &at.kb[hh], ms.qn[:n*a.Nope], n)
+			for i := 0; i < n; i++ {
+				q := s.q[(i*nh+hh)*W : (i*nh+hh+1)*W]
+				copy(q[:L], ms.qabs[i*L:(i+1)*L])
+				copy(q[L:], ms.qfull[(i*nh+hh)*qk+a.Nope:(i*nh+hh+1)*qk])
+			}
 		}
 	}
 	m.cur.layer, m.cur.window, m.cur.sinks, m.cur.scale, m.cur.sparse = cl, 0, nil, a.Scale, at.sparse && !m.denseDSA
 	m.growScores(b)
 	m.pool.For(len(s.slots), m.attnFn)
 	// s.att holds each head's Σ p·c (KVLora wide); v_b makes it a value.
-	for hh := 0; hh < nh; hh++ {
-		for i := 0; i < n; i++ {
-			copy(ms.olat[i*L:(i+1)*L], s.att[(i*nh+hh)*L:(i*nh+hh+1)*L])
-		}
-		m.pool.MatMul(ms.vo[:n*a.VDim], &at.vb[hh], ms.olat[:n*L], n)
-		for i := 0; i < n; i++ {
-			copy(ms.o[(i*nh+hh)*a.VDim:(i*nh+hh+1)*a.VDim], ms.vo[i*a.VDim:(i+1)*a.VDim])
+	if n == 1 {
+		m.pool.MatVecHeads(ms.o[:nh*a.VDim], a.VDim, at.vb, s.att[:nh*L], L)
+	} else {
+		for hh := 0; hh < nh; hh++ {
+			for i := 0; i < n; i++ {
+				copy(ms.olat[i*L:(i+1)*L], s.att[(i*nh+hh)*L:(i*nh+hh+1)*L])
+			}
+			m.pool.MatMul(ms.vo[:n*a.VDim], &at.vb[hh], ms.olat[:n*L], n)
+			for i := 0; i < n; i++ {
+				copy(ms.o[(i*nh+hh)*a.VDim:(i*nh+hh+1)*a.VDim], ms.vo[i*a.VDim:(i+1)*a.VDim])
+			}
 		}
 	}
 	m.pool.MatMul(out[:n*E], &at.o, ms.o[:n*nh*a.VDim], n)

@@ -1,0 +1,120 @@
+package kernels
+
+import (
+	"fmt"
+	"unsafe"
+
+	"braid/internal/quant"
+)
+
+// headsJob is one MatVecHeads call as the workers see it.
+type headsJob struct {
+	impl    *dotImpl
+	ws      []Matrix
+	ldw     int // bytes per weight row (the same for every head)
+	x       []float32
+	ldx     int // floats from one head's vector to the next
+	xa      []byte
+	rb      int                             // bytes per converted vector in xa
+	conv    func(dst []byte, src []float32) // set: each head's first chunk converts its vector
+	dst     []float32
+	ldd     int // floats from one head's output to the next
+	parts   int // chunks per head
+	rowsPer int // rows per chunk
+}
+
+// MatVecHeads computes one matrix-vector product per head,
+//
+//	dst[h*ldd : h*ldd+ws[h].Rows] = ws[h] · x[h*ldx : h*ldx+ws[h].Cols]
+//
+// for every h < len(ws), the matrices all of one type and shape. Each
+// head's result has the bits MatMul gives that head's product alone with
+// one vector; the difference is one parallel job for all the heads instead
+// of one per head. Latent attention (MLA) multiplies every head's query
+// and output by its own small matrix (DeepSeek-V3: 128 heads of 512x128
+// and 128x512 a layer); as separate MatMuls each pays an activation
+// conversion, a job start and the workers' wake-up for a few tens of
+// kilobytes of weights.
+func (p *Pool) MatVecHeads(dst []float32, ldd int, ws []Matrix, x []float32, ldx int) {
+	nh := len(ws)
+	if nh == 0 || ws[0].Rows == 0 {
+		return
+	}
+	w0 := &ws[0]
+	ldw := w0.rowBytes()
+	for h := range ws {
+		w := &ws[h]
+		if w.Type != w0.Type || w.Rows != w0.Rows || w.Cols != w0.Cols {
+			panic(fmt.Sprintf("kernels: MatVecHeads: head %d is %s %dx%d, head 0 %s %dx%d", h, w.Type, w.Rows, w.Cols, w0.Type, w0.Rows, w0.Cols))
+		}
+		w.rowBytes() // checks the head's data length
+	}
+	if ldx < w0.Cols || ldd < w0.Rows || len(x) < (nh-1)*ldx+w0.Cols || len(dst) < (nh-1)*ldd+w0.Rows {
+		panic(fmt.Sprintf("kernels: MatVecHeads of %d heads %dx%d: x has %d values at stride %d, dst %d at stride %d", nh, w0.Rows, w0.Cols, len(x), ldx, len(dst), ldd))
+	}
+	impl := implFor(w0.Type)
+	if impl == nil {
+		panic("kernels: no dot product for weight type " + w0.Type.String())
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	j := &p.job.heads
+	*j = headsJob{impl: impl, ws: ws, ldw: ldw, x: x, ldx: ldx, dst: dst, ldd: ldd, parts: 1, rowsPer: w0.Rows}
+	// Enough chunks for every thread, each head's rows in as few as
+	// that allows.
+	if want := 2 * p.threads; nh < want {
+		j.parts = (want + nh - 1) / nh
+		j.rowsPer = (w0.Rows + j.parts - 1) / j.parts
+		j.parts = (w0.Rows + j.rowsPer - 1) / j.rowsPer
+	}
+	if impl.act != quant.F32 {
+		rb, err := impl.act.RowBytes(int64(w0.Cols))
+		if err != nil {
+			panic("kernels: activations: " + err.Error())
+		}
+		conv := actQuantizers[impl.act]
+		if conv == nil {
+			panic("kernels: no activation conversion to " + impl.act.String())
+		}
+		j.rb = int(rb)
+		if need := j.rb * nh; len(p.scratch) < need {
+			p.scratch = make([]byte, need+need/4)
+		}
+		j.xa = p.scratch[:j.rb*nh]
+		if j.parts == 1 {
+			j.conv = conv
+		} else {
+			// Few heads, several chunks each: convert them all first.
+			for h := 0; h < nh; h++ {
+				conv(j.xa[h*j.rb:(h+1)*j.rb], x[h*ldx:h*ldx+w0.Cols])
+			}
+		}
+	}
+	p.job.chunks = nh * j.parts
+	p.job.run = runHeads
+	p.start()
+	*j = headsJob{}
+}
+
+func runHeads(p *Pool, c int) {
+	j := &p.job.heads
+	h, part := c/j.parts, c%j.parts
+	w := &j.ws[h]
+	cols := w.Cols
+	var xa []byte
+	if j.xa == nil {
+		xa = unsafe.Slice((*byte)(unsafe.Pointer(&j.x[h*j.ldx])), 4*cols)
+	} else {
+		xa = j.xa[h*j.rb : (h+1)*j.rb]
+		if j.conv != nil {
+			j.conv(xa, j.x[h*j.ldx:h*j.ldx+cols])
+		}
+	}
+	r0 := part * j.rowsPer
+	r1 := min(r0+j.rowsPer, w.Rows)
+	d := j.dst[h*j.ldd : h*j.ldd+w.Rows]
+	dot, ldw, data := j.impl.dot, j.ldw, w.Data
+	for r := r0; r < r1; r++ {
+		d[r] = dot(cols, data[r*ldw:(r+1)*ldw], xa)
+	}
+}
