@@ -3,6 +3,7 @@ package model
 import (
 	"math"
 	"math/bits"
+	"slices"
 
 	"braid/internal/kernels"
 	"braid/internal/kvcache"
@@ -245,12 +246,10 @@ func topPositions(scores []float32, sel []int32) int {
 			adjust(0, int32(i))
 		}
 	}
-	// Ascending positions: the attention sums in position order.
-	for i := 1; i < k; i++ {
-		for j := i; j > 0 && h[j] < h[j-1]; j-- {
-			h[j], h[j-1] = h[j-1], h[j]
-		}
-	}
+	// Ascending positions: the attention sums in position order. (The
+	// heap leaves them in no order: an insertion sort of a real top-k of
+	// 2048 costs ~10^6 moves per token and layer.)
+	slices.Sort(h)
 	return k
 }
 
