@@ -153,6 +153,7 @@ func (m *Model) dsaScore(lo, hi int) {
 	bs := cache.Config().BlockSize
 	kvdim := cache.Config().KVDim
 	f32 := cache.Config().F32
+	var dots [32]float32
 	for slot := lo; slot < hi; slot++ {
 		sc := &s.slots[slot]
 		for i := slot * n / slots; i < (slot+1)*n/slots; i++ {
@@ -170,20 +171,35 @@ func (m *Model) dsaScore(lo, hi int) {
 			w := d.w[i*x.Heads : (i+1)*x.Heads]
 			for b0 := 0; b0 <= pos; b0 += bs {
 				blkID := blockOf(table, ring, b0/bs)
-				for t := b0; t < min(b0+bs, pos+1); t++ {
-					o := (t-b0)*kvdim + off
-					var sum float32
+				if f32 {
+					for t := b0; t < min(b0+bs, pos+1); t++ {
+						o := (t-b0)*kvdim + off
+						var sum float32
+						for j := 0; j < x.Heads; j++ {
+							q := d.iq[(i*x.Heads+j)*x.Dim : (i*x.Heads+j+1)*x.Dim]
+							sum += max(kernels.DotF32(cache.KF32(cl, blkID)[o:o+x.Dim], q), 0) * w[j]
+						}
+						scores[t] = sum
+					}
+					continue
+				}
+				// Half-precision keys: head by head over up to 32 of the
+				// block's rows in one call, each position's sum still
+				// taken over the heads in order (the same bits as one
+				// DotF16 per position and head).
+				kb := cache.KF16(cl, blkID)
+				for t0 := b0; t0 < min(b0+bs, pos+1); t0 += len(dots) {
+					t1 := min(t0+len(dots), b0+bs, pos+1)
+					sum := scores[t0:t1]
+					clear(sum)
 					for j := 0; j < x.Heads; j++ {
 						q := d.iq[(i*x.Heads+j)*x.Dim : (i*x.Heads+j+1)*x.Dim]
-						var dot float32
-						if f32 {
-							dot = kernels.DotF32(cache.KF32(cl, blkID)[o:o+x.Dim], q)
-						} else {
-							dot = kernels.DotF16(cache.KF16(cl, blkID)[o:o+x.Dim], q)
+						dj := dots[:t1-t0]
+						kernels.DotF16Rows(dj, kb[(t0-b0)*kvdim+off:], kvdim, q, 1)
+						for k, v := range dj {
+							sum[k] += max(v, 0) * w[j]
 						}
-						sum += max(dot, 0) * w[j]
 					}
-					scores[t] = sum
 				}
 			}
 			d.cnt[i] = int32(topPositions(scores, sel))
