@@ -3,8 +3,6 @@ package kernels
 import (
 	"fmt"
 	"unsafe"
-
-	"braid/internal/quant"
 )
 
 // headsJob is one MatVecHeads call as the workers see it.
@@ -67,16 +65,9 @@ func (p *Pool) MatVecHeads(dst []float32, ldd int, ws []Matrix, x []float32, ldx
 		j.rowsPer = (w0.Rows + j.parts - 1) / j.parts
 		j.parts = (w0.Rows + j.rowsPer - 1) / j.rowsPer
 	}
-	if impl.act != quant.F32 {
-		rb, err := impl.act.RowBytes(int64(w0.Cols))
-		if err != nil {
-			panic("kernels: activations: " + err.Error())
-		}
-		conv := actQuantizers[impl.act]
-		if conv == nil {
-			panic("kernels: no activation conversion to " + impl.act.String())
-		}
-		j.rb = int(rb)
+	// The activations as MatMul's one-vector product takes them.
+	if conv, rb := impl.vecConv(w0.Cols); conv != nil {
+		j.rb = rb
 		if need := j.rb * nh; len(p.scratch) < need {
 			p.scratch = make([]byte, need+need/4)
 		}
@@ -113,8 +104,5 @@ func runHeads(p *Pool, c int) {
 	r0 := part * j.rowsPer
 	r1 := min(r0+j.rowsPer, w.Rows)
 	d := j.dst[h*j.ldd : h*j.ldd+w.Rows]
-	dot, ldw, data := j.impl.dot, j.ldw, w.Data
-	for r := r0; r < r1; r++ {
-		d[r] = dot(cols, data[r*ldw:(r+1)*ldw], xa)
-	}
+	j.impl.vecRows(cols, w.Data, j.ldw, xa, d, r0, r1)
 }
