@@ -80,11 +80,15 @@ func init() {
 		mm: mmQ8_0, mmRows: 4, mmCols: 4, exactTiles: true})
 	registerFast(quant.Q4_0, vnni, &dotImpl{name: "avx512vnni", act: quant.Q8_0, dot: vdQ4_0VNNI,
 		mm: mmQ4_0, mmRows: 4, mmCols: 4, exactTiles: true})
+	// The float tiles (mmf16_amd64.s) run one multiply-add chain per row
+	// and column and the same reduction whatever their shape, so with the
+	// one-vector products on the one-column tile every column is exact
+	// (exactTiles, oneByTile); decode streams the weights as fast.
 	avx512 := x.HasAVX512F && x.HasAVX512BW && x.HasF16C && x.HasFMA
 	registerFast(quant.F32, avx512, &dotImpl{name: "avx512", act: quant.F32, dot: vdF32AVX512,
-		mm: mmF32Tile, mmRows: 4, mmCols: 6})
+		mm: mmF32Tile, mmRows: 4, mmCols: 6, exactTiles: true, oneByTile: true})
 	registerFast(quant.F16, avx512, &dotImpl{name: "avx512", act: quant.F16, dot: vdF16AVX512,
-		mmWide: mmF16Wide, wideAct: roundF16Fast, wideKind: "f16", mmRows: 64, mmCols: 1 << 30})
+		mmWide: mmF16Wide, wideAct: roundF16Fast, wideKind: "f16", mmRows: 64, mmCols: 1 << 30, exactTiles: true, oneByTile: true})
 	avx2 := x.HasAVX2 && x.HasFMA && x.HasF16C
 	registerFast(quant.F32, avx2, &dotImpl{name: "avx2", act: quant.F32, dot: vdF32AVX2})
 	registerFast(quant.F16, avx2, &dotImpl{name: "avx2", act: quant.F16, dot: vdF16AVX2})

@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-
-	"braid/internal/quant"
 )
 
 // Multi-column tiles for the K-quants (matrix products with n > 1: prefill
@@ -42,39 +40,60 @@ const (
 // columns, ldd the float stride of dst columns.
 type kqTileFunc func(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int)
 
-// kqTileAct is the wideAct converter of the tile layout.
+// kqTileAct is the wideAct converter of the tile layout: the Q8_K
+// quantization of quant.Quantize (byte for byte: TestKQuantTileLayout),
+// written straight into the layout, so that decode's one-vector products,
+// which take the tiles, convert their activations as fast as the row dots'
+// Q8_K.
 func kqTileAct(dst []byte, src []float32) {
 	nb := len(src) / 256
 	if len(src)%256 != 0 || len(dst) < 4*len(src) {
 		panic(fmt.Sprintf("kernels: K-quant tile activations: %d values into %d bytes", len(src), len(dst)))
 	}
-	// Quantize into the upper part of dst (2*len(src) on: the layout
-	// needs 1.5 bytes per value, Q8_K 1.14), then lay it out below.
-	q := dst[2*len(src) : 2*len(src)+nb*kqQ8KSize]
-	actQuantizers[quant.Q8_K](q, src)
 	for b := 0; b < nb; b++ {
-		kqTileBlock(dst[b*kqTileSize:(b+1)*kqTileSize], q[b*kqQ8KSize:(b+1)*kqQ8KSize])
+		kqTileQuant(dst[b*kqTileSize:(b+1)*kqTileSize], src[b*256:(b+1)*256])
 	}
 }
 
-// kqTileBlock lays out one Q8_K block y in the tile layout.
-func kqTileBlock(t, y []byte) {
+// kqTileQuant quantizes 256 values x into one block t of the tile layout,
+// as quantQ8_K of package quant does (llama.cpp's quantize_row_q8_K_ref):
+// the scale from the first value of largest magnitude (NaNs skipped),
+// values rounded to nearest even, none below -127.
+func kqTileQuant(t []byte, x []float32) {
 	_ = t[kqTileSize-1]
-	_ = y[kqQ8KSize-1]
-	qs := y[kqQ8KQS : kqQ8KQS+256]
-	le := binary.LittleEndian
-	for g := 0; g < 16; g++ {
-		// Four-byte moves (copy would call memmove for each).
-		for k := 0; k < 4; k++ {
-			le.PutUint32(t[64*k+4*g:], le.Uint32(qs[16*g+4*k:]))
+	_ = x[255]
+	var amax uint32
+	at := 0
+	for j, v := range x {
+		if a := math.Float32bits(v) &^ (1 << 31); a > amax && a <= 0x7f800000 {
+			amax, at = a, j
 		}
 	}
-	d := kqF32(y)
-	for g := 0; g < 16; g++ {
-		bs := kqI16(y[kqQ8KBsums+2*g:])
-		binary.LittleEndian.PutUint32(t[kqTileExtra+4*g:], math.Float32bits(d*float32(bs)))
+	if amax == 0 {
+		clear(t[:kqTileD+4])
+		return
 	}
-	binary.LittleEndian.PutUint32(t[kqTileD:], math.Float32bits(d))
+	iscale := -127 / x[at]
+	d := 1 / iscale
+	le := binary.LittleEndian
+	for g := 0; g < 16; g++ {
+		var s int32
+		xg := x[g*16 : g*16+16]
+		for k := 0; k < 4; k++ {
+			var word uint32
+			for i := 0; i < 4; i++ {
+				// float32(): the product rounded, never fused with the add
+				// of the rounding.
+				q := min(127, int32(math.Float32bits(float32(iscale*xg[4*k+i])+12582912))-0x4B400000)
+				word |= uint32(uint8(q)) << (8 * i)
+				s += q
+			}
+			le.PutUint32(t[64*k+4*g:], word)
+		}
+		// Q8_K keeps the sum as an int16 (it wraps only for NaN input).
+		le.PutUint32(t[kqTileExtra+4*g:], math.Float32bits(d*float32(int16(s))))
+	}
+	le.PutUint32(t[kqTileD:], math.Float32bits(d))
 }
 
 // kqTile runs a tile table (tab[rows-1][cols-1]) on one tile of MatMul,

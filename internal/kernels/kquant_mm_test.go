@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -42,6 +43,27 @@ func kqTileRun(impl *dotImpl, typ quant.Type, n int, w []byte, ldw int, xs [][]b
 		}
 	}
 	impl.mmWide(n, w, ldw, x, ldx, dst, ldd, rows, len(xs))
+}
+
+// kqTileBlock lays out one Q8_K block y in the tile layout, from the
+// layout's definition (kquant_mm.go).
+func kqTileBlock(t, y []byte) {
+	_ = t[kqTileSize-1]
+	_ = y[kqQ8KSize-1]
+	qs := y[kqQ8KQS : kqQ8KQS+256]
+	le := binary.LittleEndian
+	for g := 0; g < 16; g++ {
+		// Four-byte moves (copy would call memmove for each).
+		for k := 0; k < 4; k++ {
+			le.PutUint32(t[64*k+4*g:], le.Uint32(qs[16*g+4*k:]))
+		}
+	}
+	d := kqF32(y)
+	for g := 0; g < 16; g++ {
+		bs := kqI16(y[kqQ8KBsums+2*g:])
+		binary.LittleEndian.PutUint32(t[kqTileExtra+4*g:], math.Float32bits(d*float32(bs)))
+	}
+	binary.LittleEndian.PutUint32(t[kqTileD:], math.Float32bits(d))
 }
 
 // TestKQuantTileVsDot checks every tile shape (full and edge) against the
@@ -115,37 +137,63 @@ func TestKQuantTileVsDot(t *testing.T) {
 }
 
 // TestKQuantTileLayout checks the activation converter against the
-// layout's definition on quantized floats.
+// layout's definition on quant.Quantize's Q8_K bytes, on blocks of normal
+// values with an outlier, tiny and huge scales, an all-zero block, values
+// on rounding ties and blocks with NaNs and infinities.
 func TestKQuantTileLayout(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	src := make([]float32, 512)
+	const nb = 8
+	src := make([]float32, nb*256)
 	for i := range src {
 		src[i] = float32(r.NormFloat64())
 	}
 	src[7] = -30
-	q := make([]byte, 2*kqQ8KSize)
+	for i := 256; i < 512; i++ {
+		src[i] *= 1e-30
+	}
+	for i := 512; i < 768; i++ {
+		src[i] *= 1e30
+	}
+	clear(src[768:1024])
+	for i := 1024; i < 1280; i++ {
+		src[i] = float32(i%255-127) / 2 // x.5 ties once scaled by 1
+	}
+	src[1024] = 127
+	src[1300] = float32(math.NaN())
+	src[1600] = float32(math.Inf(-1))
+	q := make([]byte, nb*kqQ8KSize)
 	if err := quant.Quantize(quant.Q8_K, src, q); err != nil {
 		t.Fatal(err)
 	}
 	dst := make([]byte, 4*len(src))
 	kqTileAct(dst, src)
-	for b := 0; b < 2; b++ {
-		y, tb := q[b*kqQ8KSize:], dst[b*kqTileSize:]
-		for e := 0; e < 256; e++ {
-			g, k, i := e/16, (e%16)/4, e%4
-			if tb[64*k+4*g+i] != y[kqQ8KQS+e] {
-				t.Fatalf("block %d value %d misplaced", b, e)
+	want := make([]byte, kqTileSize)
+	for b := 0; b < nb; b++ {
+		clear(want)
+		kqTileBlock(want, q[b*kqQ8KSize:(b+1)*kqQ8KSize])
+		got := dst[b*kqTileSize : (b+1)*kqTileSize]
+		for i := 0; i < kqTileD+4; i++ {
+			if got[i] != want[i] {
+				t.Fatalf("block %d byte %d: %#x, the layout of quant.Quantize's Q8_K gives %#x", b, i, got[i], want[i])
 			}
 		}
-		d := kqF32(y)
-		if kqF32(tb[kqTileD:]) != d {
-			t.Fatalf("block %d: d", b)
+	}
+	// The layout's definition itself, on the first block.
+	y, tb := q, dst
+	for e := 0; e < 256; e++ {
+		g, k, i := e/16, (e%16)/4, e%4
+		if tb[64*k+4*g+i] != y[kqQ8KQS+e] {
+			t.Fatalf("value %d misplaced", e)
 		}
-		for g := 0; g < 16; g++ {
-			bs := kqI16(y[kqQ8KBsums+2*g:])
-			if got := kqF32(tb[kqTileExtra+4*g:]); got != d*float32(bs) {
-				t.Fatalf("block %d: extra %d = %g, want d*bsum = %g", b, g, got, d*float32(bs))
-			}
+	}
+	d := kqF32(y)
+	if kqF32(tb[kqTileD:]) != d {
+		t.Fatalf("d")
+	}
+	for g := 0; g < 16; g++ {
+		bs := kqI16(y[kqQ8KBsums+2*g:])
+		if got := kqF32(tb[kqTileExtra+4*g:]); got != d*float32(bs) {
+			t.Fatalf("extra %d = %g, want d*bsum = %g", g, got, d*float32(bs))
 		}
 	}
 }
