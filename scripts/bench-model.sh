@@ -14,7 +14,10 @@
 # The GGUF is measured from tmpfs (copied to /dev/shm when it is elsewhere)
 # so that neither engine's weights can be paged out mid-run, and a llama.cpp
 # build without this CPU's SIMD extensions is refused (scripts/lib/baseline.sh). Env: P (prompt tokens, 128), N (generated, 32), ROUNDS
-# (5), SPLIT (1: also the 2-rank tensor split; 0: skip), BRAID (./bin/braid).
+# (5), SPLIT (1: also the 2-rank tensor split; 0: skip), BRAID (./bin/braid),
+# LOAD_MAX (unset: off; else each run waits until the 1-minute load average
+# is below it, at most LOAD_WAIT seconds, 120). The load average at the
+# start of every run is reported with the figures either way.
 set -euo pipefail
 : "${LLAMA_CPP_BIN:?set LLAMA_CPP_BIN to the bin directory of a llama.cpp build}"
 MODEL=$(realpath "${MODEL:?set MODEL to a GGUF}")
@@ -31,19 +34,36 @@ out=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT
+# The worker's port is a free one, not a fixed number: another run of this
+# script on the machine would otherwise serve its splits from our worker.
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 if [ "$SPLIT" = 1 ]; then
-	"$BRAID" worker --listen 127.0.0.1:50191 -t 1 >"$out/worker.log" 2>&1 &
+	"$BRAID" worker --listen "127.0.0.1:$port" -t 1 >"$out/worker.log" 2>&1 &
 	pids+=($!)
 	sleep 2
 fi
 export LD_LIBRARY_PATH="$LLAMA_CPP_BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# wait_load holds the next run while the machine is busier than LOAD_MAX,
+# then logs the load average the run starts at.
+wait_load() {
+	local t0=$SECONDS
+	if [ -n "${LOAD_MAX:-}" ]; then
+		while awk -v m="$LOAD_MAX" '{exit !($1 >= m)}' /proc/loadavg && [ $((SECONDS - t0)) -lt "${LOAD_WAIT:-120}" ]; do
+			sleep 5
+		done
+	fi
+	cut -d' ' -f1 /proc/loadavg >>"$out/load"
+}
 for r in $(seq 1 "$ROUNDS"); do
 	for t in 1 2; do
+		wait_load
 		/usr/bin/time -f %M -o "$out/braid.t$t.$r.rss" "$BRAID" bench -m "$MODEL" -p "$P" -n "$N" -r 1 -t "$t" --json >"$out/braid.t$t.$r.json" 2>>"$out/braid.log"
+		wait_load
 		/usr/bin/time -f %M -o "$out/llama.t$t.$r.rss" "$LLAMA_CPP_BIN/llama-bench" -m "$MODEL" -p "$P" -n "$N" -r 1 -t "$t" -o json >"$out/llama.t$t.$r.json" 2>>"$out/llama.log"
 	done
 	if [ "$SPLIT" = 1 ]; then
-		"$BRAID" bench -m "$MODEL" -p "$P" -n "$N" -r 1 -t 1 --workers 127.0.0.1:50191 --split tensor --json >"$out/split.$r.json" 2>>"$out/split.log"
+		wait_load
+		"$BRAID" bench -m "$MODEL" -p "$P" -n "$N" -r 1 -t 1 --workers "127.0.0.1:$port" --split tensor --json >"$out/split.$r.json" 2>>"$out/split.log"
 	fi
 	echo "round $r done" >&2
 done
@@ -73,6 +93,7 @@ for t in (1, 2):
         show(f"braid/llama.cpp {what}, {t} thread(s) (ratio per round)", [b[k][i] / l[k][i] for k in range(rounds)], "x")
     show(f"braid peak RSS MiB, {t} thread(s)", [rss(f"braid.t{t}", r) for r in range(1, rounds + 1)])
     show(f"llama.cpp peak RSS MiB, {t} thread(s)", [rss(f"llama.t{t}", r) for r in range(1, rounds + 1)])
+show("1-minute load average at the runs' starts", [float(x) for x in open(f"{out}/load").read().split()])
 if split:
     s = [braid("split", r) for r in range(1, rounds + 1)]
     one = [braid("braid.t2", r) for r in range(1, rounds + 1)]
