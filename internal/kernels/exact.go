@@ -7,17 +7,18 @@ package kernels
 // plain decode gives one token at a time, or greedy output could differ
 // at a near tie.
 //
-// Most kernels give those bits at no cost: their tiles compute each
-// column as the one-vector product does (dotImpl.exactTiles: on AVX-512
-// the tiles of Q4_K, Q6_K, F16 and F32, whose one-column tile is the
-// one-vector product, and the Q8_0-style 4x4 tiles, which follow the row
-// dot), and kernels without tiles use the row dot for every vector anyway.
-// The others (the tiles of Q5_K, BF16 and MXFP4 with VBMI, the NEON
-// K-quant tiles) round differently from their row dot; for them the bound
-// makes the product run the row dot once per vector, each chunk of weight
-// rows staying in cache while the vectors pass, so the weights are still
-// read once. Larger products keep the tiles. 0 (the default) turns it off.
-// Not safe to call while the pool runs a product.
+// Most kernels give those bits at about the tiles' cost. Some tiles
+// compute each column as the one-vector product does (dotImpl.exactTiles:
+// on AVX-512 those of F16 and F32, whose one-column tile is the one-vector
+// product, and the Q8_0-style 4x4 tiles, which follow the row dot); Q4_K
+// and Q6_K have a second multi-column kernel in their row dot's arithmetic
+// (dotImpl.mmDot), which the bound selects; kernels without tiles use the
+// row dot for every vector anyway. For the rest (Q5_K, BF16, MXFP4 with
+// VBMI, the NEON K-quant tiles) the bound makes the product run the row
+// dot once per vector, each chunk of weight rows staying in cache while
+// the vectors pass, so the weights are still read once. Larger products
+// keep the tiles. 0 (the default) turns it off. Not safe to call while the
+// pool runs a product.
 func (p *Pool) SetExactColumns(n int) {
 	p.mu.Lock()
 	p.exactCols = max(n, 0)

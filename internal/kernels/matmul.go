@@ -42,6 +42,7 @@ type matJob struct {
 	n       int // activation vectors
 	dst     []float32
 	rowStep int // rows per chunk
+	tr, tc  int // the most rows and columns mm takes
 
 	// activation conversion
 	src   []float32
@@ -115,16 +116,19 @@ func (p *Pool) matMulWith(impl *dotImpl, dst []float32, w *Matrix, x []float32, 
 	j := &p.job.mm
 	*j = matJob{impl: impl, w: w.Data, ldw: ldw, rows: w.Rows, cols: w.Cols, n: n, dst: dst}
 	// Tiles unless SetExactColumns asks for the one-vector arithmetic and
-	// the tiles round differently from it; then every vector by the row
-	// dot.
+	// the tiles round differently from it; then the row dot's own tile
+	// (mmDot), or the row dot once per vector.
 	tiles := impl.oneByTile || n > 1 && (n > p.exactCols || impl.exactTiles)
-	if tiles {
-		j.mm = impl.mm
+	switch {
+	case tiles:
+		j.mm, j.tr, j.tc = impl.mm, impl.mmRows, impl.mmCols
+	case n > 1 && impl.mmDot != nil:
+		j.mm, j.tr, j.tc = impl.mmDot, 64, impl.mmDotCols
 	}
 	key := actKey{x: &x[0], n: n, cols: w.Cols, act: impl.act}
 	switch {
 	case tiles && impl.mmWide != nil:
-		j.mm = impl.mmWide
+		j.mm, j.tr, j.tc = impl.mmWide, impl.mmRows, impl.mmCols
 		key.wide = impl.wideKind
 		if key == p.actKey && key.wide != "" {
 			j.x, j.ldx = p.actX, p.actLdx
@@ -153,7 +157,7 @@ func (p *Pool) matMulWith(impl *dotImpl, dst []float32, w *Matrix, x []float32, 
 	if n > 1 {
 		step = 64
 		if j.mm != nil {
-			step = max(impl.mmRows, step/impl.mmRows*impl.mmRows)
+			step = max(j.tr, step/j.tr*j.tr)
 		}
 	}
 	j.rowStep = step
@@ -213,7 +217,7 @@ func runMatMul(p *Pool, c int) {
 		return
 	}
 	if mm := j.mm; mm != nil {
-		tr, tc := j.impl.mmRows, j.impl.mmCols
+		tr, tc := j.tr, j.tc
 		for v := 0; v < j.n; v += tc {
 			nc := min(tc, j.n-v)
 			for r := r0; r < r1; r += tr {

@@ -48,6 +48,14 @@ type dotImpl struct {
 	// activations (see MatMulShared).
 	wideKind string
 
+	// mmDot, when set, is a tile of at most mmDotCols columns (any rows)
+	// on act's activations that computes every column with the row dot's
+	// operations in the row dot's order: MatMul takes it for the products
+	// of few vectors that must be exact (SetExactColumns) where the fast
+	// tiles round differently, instead of the row dot once per vector.
+	mmDot     func(n int, w []byte, ldw int, x []byte, ldx int, dst []float32, ldd int, rows, cols int)
+	mmDotCols int
+
 	// exactTiles says the tile (mm or mmWide) computes every column with
 	// the float operations, in the order, of the one-vector product, so a
 	// column's result is the same bits whatever the number of vectors:
