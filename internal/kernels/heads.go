@@ -13,7 +13,8 @@ type headsJob struct {
 	x       []float32
 	ldx     int // floats from one head's vector to the next
 	xa      []byte
-	rb      int                             // bytes per converted vector in xa
+	rb      int                             // bytes from one head's converted vector to the next (0: one shared)
+	xlen    int                             // bytes of a converted vector
 	conv    func(dst []byte, src []float32) // set: each head's first chunk converts its vector
 	dst     []float32
 	ldd     int // floats from one head's output to the next
@@ -25,14 +26,16 @@ type headsJob struct {
 //
 //	dst[h*ldd : h*ldd+ws[h].Rows] = ws[h] · x[h*ldx : h*ldx+ws[h].Cols]
 //
-// for every h < len(ws), the matrices all of one type and shape. Each
+// for every h < len(ws), the matrices all of one type and shape; ldx 0
+// gives every head the same vector (converted once). Each
 // head's result has the bits MatMul gives that head's product alone with
 // one vector; the difference is one parallel job for all the heads instead
 // of one per head. Latent attention (MLA) multiplies every head's query
 // and output by its own small matrix (DeepSeek-V3: 128 heads of 512x128
 // and 128x512 a layer); as separate MatMuls each pays an activation
 // conversion, a job start and the workers' wake-up for a few tens of
-// kilobytes of weights.
+// kilobytes of weights. The experts a token is routed to are the same case
+// with one vector for all of them.
 func (p *Pool) MatVecHeads(dst []float32, ldd int, ws []Matrix, x []float32, ldx int) {
 	nh := len(ws)
 	if nh == 0 || ws[0].Rows == 0 {
@@ -47,7 +50,7 @@ func (p *Pool) MatVecHeads(dst []float32, ldd int, ws []Matrix, x []float32, ldx
 		}
 		w.rowBytes() // checks the head's data length
 	}
-	if ldx < w0.Cols || ldd < w0.Rows || len(x) < (nh-1)*ldx+w0.Cols || len(dst) < (nh-1)*ldd+w0.Rows {
+	if ldx != 0 && ldx < w0.Cols || ldd < w0.Rows || len(x) < (nh-1)*ldx+w0.Cols || len(dst) < (nh-1)*ldd+w0.Rows {
 		panic(fmt.Sprintf("kernels: MatVecHeads of %d heads %dx%d: x has %d values at stride %d, dst %d at stride %d", nh, w0.Rows, w0.Cols, len(x), ldx, len(dst), ldd))
 	}
 	impl := implFor(w0.Type)
@@ -67,17 +70,22 @@ func (p *Pool) MatVecHeads(dst []float32, ldd int, ws []Matrix, x []float32, ldx
 	}
 	// The activations as MatMul's one-vector product takes them.
 	if conv, rb := impl.vecConv(w0.Cols); conv != nil {
-		j.rb = rb
-		if need := j.rb * nh; len(p.scratch) < need {
+		j.rb, j.xlen = rb, rb
+		vecs := nh
+		if ldx == 0 {
+			vecs, j.rb = 1, 0
+		}
+		if need := rb * vecs; len(p.scratch) < need {
 			p.scratch = make([]byte, need+need/4)
 		}
-		j.xa = p.scratch[:j.rb*nh]
-		if j.parts == 1 {
+		j.xa = p.scratch[:rb*vecs]
+		if j.parts == 1 && vecs > 1 {
 			j.conv = conv
 		} else {
-			// Few heads, several chunks each: convert them all first.
-			for h := 0; h < nh; h++ {
-				conv(j.xa[h*j.rb:(h+1)*j.rb], x[h*ldx:h*ldx+w0.Cols])
+			// One vector for all, or few heads with several chunks
+			// each: convert them all first.
+			for h := 0; h < vecs; h++ {
+				conv(j.xa[h*rb:(h+1)*rb], x[h*ldx:h*ldx+w0.Cols])
 			}
 		}
 	}
@@ -96,7 +104,7 @@ func runHeads(p *Pool, c int) {
 	if j.xa == nil {
 		xa = unsafe.Slice((*byte)(unsafe.Pointer(&j.x[h*j.ldx])), 4*cols)
 	} else {
-		xa = j.xa[h*j.rb : (h+1)*j.rb]
+		xa = j.xa[h*j.rb : h*j.rb+j.xlen]
 		if j.conv != nil {
 			j.conv(xa, j.x[h*j.ldx:h*j.ldx+cols])
 		}

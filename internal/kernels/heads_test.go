@@ -28,16 +28,21 @@ func headsRows(rng *rand.Rand, typ quant.Type, rows, cols int) Matrix {
 
 // TestMatVecHeads: every head's result has the bits of a one-vector MatMul
 // of that head alone, for every weight format, with strided inputs and
-// outputs, few heads (several chunks each) and many, on 1-3 threads; the
-// values between the heads' outputs are left alone.
+// outputs or one input for all heads, few heads (several chunks each) and
+// many, on 1-3 threads; the values between the heads' outputs are left
+// alone.
 func TestMatVecHeads(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	types := slices.Concat(myTypes, lowBitTypes, kqTypes, iqTypes)
 	for _, threads := range []int{1, 2, 3} {
 		p := NewPool(threads)
 		for _, typ := range types {
-			for _, s := range []struct{ heads, rows, cols, padX, padD int }{
-				{1, 37, 512, 0, 0}, {3, 16, 256, 64, 5}, {20, 24, 512, 7, 3},
+			for _, s := range []struct {
+				heads, rows, cols, padX, padD int
+				shared                        bool // ldx 0: one vector for every head
+			}{
+				{1, 37, 512, 0, 0, false}, {3, 16, 256, 64, 5, false}, {20, 24, 512, 7, 3, false},
+				{16, 24, 512, 0, 2, true}, {2, 40, 256, 0, 0, true},
 			} {
 				if s.cols%typ.BlockSize() != 0 {
 					continue
@@ -48,6 +53,9 @@ func TestMatVecHeads(t *testing.T) {
 				}
 				ldx, ldd := s.cols+s.padX, s.rows+s.padD
 				x := make([]float32, s.heads*ldx)
+				if s.shared {
+					ldx, x = 0, x[:s.cols]
+				}
 				for i := range x {
 					x[i] = float32(rng.NormFloat64())
 				}

@@ -123,8 +123,13 @@ type scratch struct {
 	selW         []float32
 	expTok       []int32   // tokens routed to one expert
 	hx, ex       []float32 // gathered expert inputs / outputs
-	slots        []attnScratch
-	outRows      []int32
+	// one token's experts (MoE.decode): their order, matrices, gate|up
+	// and down outputs
+	expOrd        []int32
+	expW          []kernels.Matrix
+	expGU, expOut []float32
+	slots         []attnScratch
+	outRows       []int32
 }
 
 type attnScratch struct {
@@ -206,6 +211,10 @@ func ScratchBytes(c *Config, sh *Shard, maxBatch, threads, ctx int) int64 {
 	n := B * (3*E + 2*qd + 2*kvd + 2*ff + int64(c.Rope.Dims) + 1)
 	if c.HasMoE() {
 		n += B*(int64(c.Experts)+2*int64(c.ExpertsUsed)+1+2*E) + int64(c.Experts)
+		// one token's experts: order, gate|up and down outputs, and two
+		// 80-byte matrix headers each
+		K := int64(c.ExpertsUsed)
+		n += K * (1 + 2*int64(sh.ExpFFHi-sh.ExpFFLo) + E + 40)
 	}
 	slots := int64(4 * threads)
 	if c.AttnGate {
@@ -245,6 +254,9 @@ func (m *Model) alloc() {
 		s.selW = make([]float32, B*c.ExpertsUsed)
 		s.expTok = make([]int32, B)
 		s.hx, s.ex = make([]float32, B*c.Embd), make([]float32, B*c.Embd)
+		K := c.ExpertsUsed
+		s.expOrd, s.expW = make([]int32, K), make([]kernels.Matrix, 2*K)
+		s.expGU, s.expOut = make([]float32, 2*K*(m.sh.ExpFFHi-m.sh.ExpFFLo)), make([]float32, K*c.Embd)
 	}
 	s.slots = make([]attnScratch, 4*m.pool.Threads())
 	for i := range s.slots {

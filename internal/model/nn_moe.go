@@ -149,37 +149,41 @@ func (e *MoE) ffn(m *Model, h, out []float32, n int) {
 	}
 	clear(out)
 	empty := len(e.gate) == 0 || e.gate[0].Rows == 0
-	for x := 0; x < X; x++ {
-		cnt := 0
-		for i := 0; i < n; i++ {
-			for k := 0; k < K; k++ {
-				if s.sel[i*K+k] == int32(x) {
-					s.expTok[cnt] = int32(i*K + k)
-					copy(s.hx[cnt*E:(cnt+1)*E], h[i*E:(i+1)*E])
-					cnt++
+	if n == 1 && !empty {
+		e.decode(m, h, out)
+	} else {
+		for x := 0; x < X; x++ {
+			cnt := 0
+			for i := 0; i < n; i++ {
+				for k := 0; k < K; k++ {
+					if s.sel[i*K+k] == int32(x) {
+						s.expTok[cnt] = int32(i*K + k)
+						copy(s.hx[cnt*E:(cnt+1)*E], h[i*E:(i+1)*E])
+						cnt++
+					}
 				}
 			}
-		}
-		if cnt == 0 {
-			continue
-		}
-		if empty {
-			clear(s.ex[:cnt*E])
-		} else {
-			var gb, ub []float32
-			if e.gateBias != nil {
-				gb, ub = e.gateBias[x], e.upBias[x]
+			if cnt == 0 {
+				continue
 			}
-			m.gatedFFN(e.opt.Act, &e.gate[x], &e.up[x], &e.down[x], gb, ub, s.hx[:cnt*E], s.ex[:cnt*E], cnt)
-		}
-		for j := 0; j < cnt; j++ {
-			ex := s.ex[j*E : (j+1)*E]
-			if e.downBias != nil {
-				kernels.Add(ex, e.downBias[x])
+			if empty {
+				clear(s.ex[:cnt*E])
+			} else {
+				var gb, ub []float32
+				if e.gateBias != nil {
+					gb, ub = e.gateBias[x], e.upBias[x]
+				}
+				m.gatedFFN(e.opt.Act, &e.gate[x], &e.up[x], &e.down[x], gb, ub, s.hx[:cnt*E], s.ex[:cnt*E], cnt)
 			}
-			ik := int(s.expTok[j])
-			i := ik / K
-			kernels.AxpyF32(out[i*E:(i+1)*E], s.selW[ik], ex)
+			for j := 0; j < cnt; j++ {
+				ex := s.ex[j*E : (j+1)*E]
+				if e.downBias != nil {
+					kernels.Add(ex, e.downBias[x])
+				}
+				ik := int(s.expTok[j])
+				i := ik / K
+				kernels.AxpyF32(out[i*E:(i+1)*E], s.selW[ik], ex)
+			}
 		}
 	}
 	if e.shared != nil && e.shared.gate.Rows > 0 {
@@ -191,6 +195,59 @@ func (e *MoE) ffn(m *Model, h, out []float32, n int) {
 			}
 		}
 		kernels.Add(out[:n*E], s.ex[:n*E])
+	}
+}
+
+// decode runs one token's experts (n == 1) as two jobs, every selected
+// expert's gate and up products in one and every down product in the
+// other, instead of three per expert: at decode each expert is a few
+// hundred kilobytes, and each job start waits for every thread. Each
+// product, activation and bias is the per-expert loop's, and the outputs
+// are summed into out in the same order (ascending expert), so the result
+// has the same bits.
+func (e *MoE) decode(m *Model, h, out []float32) {
+	c, s := &m.Cfg, &m.s
+	E, K := c.Embd, c.ExpertsUsed
+	F := e.gate[0].Rows
+	ord := s.expOrd[:K]
+	for k := range ord {
+		ord[k] = int32(k)
+		for j := k; j > 0 && s.sel[ord[j]] < s.sel[ord[j-1]]; j-- {
+			ord[j], ord[j-1] = ord[j-1], ord[j]
+		}
+	}
+	ws := s.expW[:2*K]
+	for i, k := range ord {
+		x := s.sel[k]
+		ws[i], ws[K+i] = e.gate[x], e.up[x]
+	}
+	gu := s.expGU[:2*K*F]
+	if ws[0].Type == ws[K].Type {
+		m.pool.MatVecHeads(gu, F, ws, h[:E], 0)
+	} else {
+		m.pool.MatVecHeads(gu[:K*F], F, ws[:K], h[:E], 0)
+		m.pool.MatVecHeads(gu[K*F:], F, ws[K:], h[:E], 0)
+	}
+	g, u := gu[:K*F], gu[K*F:]
+	for i, k := range ord {
+		x := s.sel[k]
+		gi, ui := g[i*F:(i+1)*F], u[i*F:(i+1)*F]
+		if e.gateBias != nil {
+			kernels.Add(gi, e.gateBias[x])
+			kernels.Add(ui, e.upBias[x])
+		}
+		// Expert by expert, as gatedFFN applies it.
+		e.opt.Act.apply(m, gi, ui)
+		ws[i] = e.down[x]
+	}
+	ex := s.expOut[:K*E]
+	m.pool.MatVecHeads(ex, E, ws[:K], g, F)
+	for i, k := range ord {
+		r := ex[i*E : (i+1)*E]
+		if e.downBias != nil {
+			kernels.Add(r, e.downBias[s.sel[k]])
+		}
+		kernels.AxpyF32(out[:E], s.selW[k], r)
 	}
 }
 
