@@ -3,6 +3,8 @@
 package kernels
 
 import (
+	"fmt"
+
 	"braid/internal/quant"
 
 	"golang.org/x/sys/cpu"
@@ -15,6 +17,22 @@ func vdQ4_1VNNI(n int, w, x []byte) float32
 
 //go:noescape
 func vdQ5_0VNNI(n int, w, x []byte) float32
+
+//go:noescape
+func vdQ5_0RowsVNNI(n int, w []byte, ldw int, x []byte, dst []float32)
+
+// q5_0Rows is the dotImpl.rows of vdQ5_0VNNI, checking the operands so the
+// assembly never reads past a slice.
+func q5_0Rows(n int, w []byte, ldw int, x []byte, dst []float32) {
+	nb := n / 32
+	if len(dst) == 0 {
+		return
+	}
+	if n%32 != 0 || ldw < nb*22 || len(w) < (len(dst)-1)*ldw+nb*22 || len(x) < nb*34 {
+		panic(fmt.Sprintf("kernels: Q5_0 rows: %d rows of %d values at stride %d: weights %d bytes, activations %d", len(dst), n, ldw, len(w), len(x)))
+	}
+	vdQ5_0RowsVNNI(n, w, ldw, x, dst)
+}
 
 //go:noescape
 func vdQ5_1VNNI(n int, w, x []byte) float32
@@ -139,6 +157,9 @@ func init() {
 			// Each column as the row dot computes it, edges by the row
 			// dot (see Q8_0 in dot_amd64.go).
 			d.mm, d.mmRows, d.mmCols, d.exactTiles = k.mm, 4, 4, true
+		}
+		if k.t == quant.Q5_0 {
+			d.rows = q5_0Rows
 		}
 		registerFast(k.t, vnni, d)
 		registerFast(k.t, avx2, &dotImpl{name: "avx2", act: k.act, dot: k.avx2})

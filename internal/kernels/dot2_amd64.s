@@ -49,14 +49,18 @@ GLOBL qhbits<>(SB), RODATA|NOPTR, $8
 	VEXTRACTF64X4 $1, Z0, Y1 \
 	VADDPS        Y1, Y0, Y0
 
-// Sum the 8 lanes of Y0 into X0's low lane.
-#define HSUM_Y0 \
+// Sum the 8 lanes of Y0 into X0's low lane; HSUM_Y0_KEEP leaves the upper
+// register halves (a rows kernel's constants) alone.
+#define HSUM_Y0_KEEP \
 	VEXTRACTF128 $1, Y0, X1 \
 	VADDPS       X1, X0, X0 \
 	VMOVHLPS     X0, X0, X1 \
 	VADDPS       X1, X0, X0 \
 	VMOVSHDUP    X0, X1     \
-	VADDSS       X1, X0, X0 \
+	VADDSS       X1, X0, X0
+
+#define HSUM_Y0 \
+	HSUM_Y0_KEEP \
 	VZEROUPPER
 
 // Add lane 1 of X13 (the m*s sum) to X0.
@@ -233,6 +237,28 @@ q41done:
 	MOVSS X0, ret+56(FP)
 	RET
 
+// Two Q5_0 blocks (22 bytes: d, qh, 16 bytes of nibbles) at SI by two Q8_0
+// blocks (34: d, 32) at DI into Z0; one block into Y0.
+#define Q50_STEP2 \
+	NIB2(6, 28)       \
+	QH2(2, 24)        \
+	XQ2(2, 36)        \
+	IDOT2             \
+	OFF16_2           \
+	SC2(0, 22, 0, 34) \
+	ACC2              \
+	ADDQ $44, SI      \
+	ADDQ $68, DI
+
+#define Q50_STEP1 \
+	NIB1(6)   \
+	QH1(2)    \
+	XQ1(2)    \
+	IDOT1     \
+	OFF16_1   \
+	SC1(0, 0) \
+	ACC1
+
 // func vdQ5_0VNNI(n int, w, x []byte) float32
 // Q5_0 (22: d, qh, 16 bytes of nibbles) by Q8_0 (34: d, 32).
 TEXT ·vdQ5_0VNNI(SB), NOSPLIT, $0-60
@@ -241,15 +267,7 @@ TEXT ·vdQ5_0VNNI(SB), NOSPLIT, $0-60
 q50loop:
 	CMPQ CX, $2
 	JLT  q50tail
-	NIB2(6, 28)
-	QH2(2, 24)
-	XQ2(2, 36)
-	IDOT2
-	OFF16_2
-	SC2(0, 22, 0, 34)
-	ACC2
-	ADDQ $44, SI
-	ADDQ $68, DI
+	Q50_STEP2
 	SUBQ $2, CX
 	JMP  q50loop
 
@@ -257,17 +275,66 @@ q50tail:
 	REDUCE_Z0
 	TESTQ CX, CX
 	JZ    q50done
-	NIB1(6)
-	QH1(2)
-	XQ1(2)
-	IDOT1
-	OFF16_1
-	SC1(0, 0)
-	ACC1
+	Q50_STEP1
 
 q50done:
 	HSUM_Y0
 	MOVSS X0, ret+56(FP)
+	RET
+
+// func vdQ5_0RowsVNNI(n int, w []byte, ldw int, x []byte, dst []float32)
+//
+// vdQ5_0VNNI for len(dst) consecutive rows ldw bytes apart: dst[i] gets
+// row i's dot with the same instructions in the same order (the same
+// bits), without a call, the constants' loads and a VZEROUPPER per row
+// (MLA's k_b rows are only four blocks long).
+TEXT ·vdQ5_0RowsVNNI(SB), NOSPLIT, $0-88
+	MOVQ         n+0(FP), R11
+	SHRQ         $5, R11
+	MOVQ         w_base+8(FP), R8
+	MOVQ         ldw+32(FP), R9
+	MOVQ         x_base+40(FP), R10
+	MOVQ         dst_base+64(FP), R12
+	MOVQ         dst_len+72(FP), R13
+	VPXORD       Z10, Z10, Z10
+	VXORPS       X13, X13, X13
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z8
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z9
+	VMOVDQU64    nibshift<>(SB), Z11
+	TESTQ        R13, R13
+	JZ           q50rdone
+
+q50rrow:
+	MOVQ   R8, SI
+	MOVQ   R10, DI
+	MOVQ   R11, CX
+	VPXORD Z0, Z0, Z0
+
+q50rloop:
+	CMPQ CX, $2
+	JLT  q50rtail
+	Q50_STEP2
+	SUBQ $2, CX
+	JMP  q50rloop
+
+q50rtail:
+	REDUCE_Z0
+	TESTQ CX, CX
+	JZ    q50rsum
+	Q50_STEP1
+
+q50rsum:
+	HSUM_Y0_KEEP
+	MOVSS X0, (R12)
+	ADDQ  $4, R12
+	ADDQ  R9, R8
+	DECQ  R13
+	JNZ   q50rrow
+
+q50rdone:
+	VZEROUPPER
 	RET
 
 // func vdQ5_1VNNI(n int, w, x []byte) float32

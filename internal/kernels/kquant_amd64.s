@@ -343,8 +343,9 @@ GLOBL kqK4Hi<>(SB), RODATA|NOPTR, $16
 	MOVQ $0x0303030303030303, R12 \
 	MOVQ $0x0f0f0f0f0f0f0f0f, R13
 
-// Horizontal sum of the float lanes of Z29 and Y30 into X0.
-#define KQ_REDUCE512 \
+// Horizontal sum of the float lanes of Z29 and Y30 into X0; KQ_HSUM512
+// leaves the upper register halves (a rows kernel's constants) alone.
+#define KQ_HSUM512 \
 	VEXTRACTF64X4 $1, Z29, Y0 \
 	VADDPS Y0, Y29, Y0 \
 	VADDPS Y30, Y0, Y0 \
@@ -353,7 +354,10 @@ GLOBL kqK4Hi<>(SB), RODATA|NOPTR, $16
 	VPERMILPS $0x0e, X0, X1 \
 	VADDPS X1, X0, X0 \
 	VMOVSHDUP X0, X1 \
-	VADDSS X1, X0, X0 \
+	VADDSS X1, X0, X0
+
+#define KQ_REDUCE512 \
+	KQ_HSUM512 \
 	VZEROUPPER
 
 // d*yd broadcast into Z8 and dmin*yd into Y9, for blocks that start with
@@ -393,53 +397,93 @@ GLOBL kqK4Hi<>(SB), RODATA|NOPTR, $16
 	VPERMW Z4, perm, Z10 \
 	VPDPWSSD Z10, Z0, acc
 
+// The constants of the AVX-512 Q4_K kernels.
+#define KQ_Q4K512_CONSTS \
+	KQ_K4V_CONSTS \
+	MOVL $0x0f, AX \
+	VPBROADCASTB AX, Z31 \
+	MOVL $0xffff0000, AX \
+	KMOVD AX, K1 \
+	VMOVDQU64 kqQ4KPerm2<>+0(SB), Z24 \
+	VMOVDQU64 kqQ4KPerm2<>+64(SB), Z25 \
+	VMOVDQU64 kqQ4KPerm2<>+128(SB), Z26 \
+	VMOVDQU64 kqQ4KPerm2<>+192(SB), Z27 \
+	VMOVDQU64 kqMinDup<>(SB), Y28
+
+// One Q4_K super-block at SI against Q8_K activations at DI, into Z29
+// (scaled sums) and Y30 (dmin terms); pf is a label for KQ_PREFETCH3.
+#define KQ_Q4K512_BLOCK(pf) \
+	KQ_PREFETCH3(pf) \
+	KQ_SCALES_K4V(4) \
+	VPMOVZXBW X0, Y4 \
+	VPERMW Y4, Y28, Y5 \
+	VPMADDWD 260(DI), Y5, Y5 \
+	VCVTDQ2PS Y5, Y5 \
+	KQ_DMIN512 \
+	VFNMADD231PS Y9, Y5, Y30 \
+	VPXORD Z12, Z12, Z12 \
+	VPXORD Z13, Z13, Z13 \
+	KQ_Q4_CHUNK512(16, 4, Z24, Z12) \
+	KQ_Q4_CHUNK512(48, 68, Z25, Z13) \
+	KQ_Q4_CHUNK512(80, 132, Z26, Z12) \
+	KQ_Q4_CHUNK512(112, 196, Z27, Z13) \
+	VPADDD Z13, Z12, Z12 \
+	VCVTDQ2PS Z12, Z12 \
+	VFMADD231PS Z8, Z12, Z29 \
+	ADDQ $144, SI \
+	ADDQ $292, DI
+
 // func kqQ4KAVX512VNNI(w, x *byte, nb int) float32
 TEXT ·kqQ4KAVX512VNNI(SB), NOSPLIT, $0-28
 	MOVQ w+0(FP), SI
 	MOVQ x+8(FP), DI
 	MOVQ nb+16(FP), CX
-	KQ_K4V_CONSTS
-	MOVL $0x0f, AX
-	VPBROADCASTB AX, Z31
-	MOVL $0xffff0000, AX
-	KMOVD AX, K1
-	VMOVDQU64 kqQ4KPerm2<>+0(SB), Z24
-	VMOVDQU64 kqQ4KPerm2<>+64(SB), Z25
-	VMOVDQU64 kqQ4KPerm2<>+128(SB), Z26
-	VMOVDQU64 kqQ4KPerm2<>+192(SB), Z27
-	VMOVDQU64 kqMinDup<>(SB), Y28
+	KQ_Q4K512_CONSTS
 	VPXORD Z29, Z29, Z29
 	VPXORD Z30, Z30, Z30
 
 q4k512loop:
-	KQ_PREFETCH3(q4k512looppf)
-	KQ_SCALES_K4V(4)
-	VPMOVZXBW X0, Y4
-
-	VPERMW Y4, Y28, Y5
-	VPMADDWD 260(DI), Y5, Y5
-	VCVTDQ2PS Y5, Y5
-	KQ_DMIN512
-	VFNMADD231PS Y9, Y5, Y30
-
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	KQ_Q4_CHUNK512(16, 4, Z24, Z12)
-	KQ_Q4_CHUNK512(48, 68, Z25, Z13)
-	KQ_Q4_CHUNK512(80, 132, Z26, Z12)
-	KQ_Q4_CHUNK512(112, 196, Z27, Z13)
-	VPADDD Z13, Z12, Z12
-
-	VCVTDQ2PS Z12, Z12
-	VFMADD231PS Z8, Z12, Z29
-
-	ADDQ $144, SI
-	ADDQ $292, DI
+	KQ_Q4K512_BLOCK(q4k512looppf)
 	DECQ CX
 	JNZ  q4k512loop
 
 	KQ_REDUCE512
 	MOVSS X0, ret+24(FP)
+	RET
+
+// func kqQ4KRowsAVX512VNNI(w *byte, ldw int, x *byte, nb int, dst *float32, rows int)
+//
+// kqQ4KAVX512VNNI for rows consecutive rows ldw bytes apart: dst[i] gets
+// row i's dot with the same instructions in the same order (the same
+// bits), without a call, the constants' loads and a VZEROUPPER per row.
+TEXT ·kqQ4KRowsAVX512VNNI(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), R8
+	MOVQ ldw+8(FP), R9
+	MOVQ x+16(FP), R10
+	MOVQ nb+24(FP), R11
+	MOVQ dst+32(FP), R12
+	MOVQ rows+40(FP), R13
+	KQ_Q4K512_CONSTS
+
+q4krrow:
+	MOVQ R8, SI
+	MOVQ R10, DI
+	MOVQ R11, CX
+	VPXORD Z29, Z29, Z29
+	VPXORD Z30, Z30, Z30
+
+q4krloop:
+	KQ_Q4K512_BLOCK(q4krlooppf)
+	DECQ CX
+	JNZ  q4krloop
+
+	KQ_HSUM512
+	MOVSS X0, (R12)
+	ADDQ $4, R12
+	ADDQ R9, R8
+	DECQ R13
+	JNZ  q4krrow
+	VZEROUPPER
 	RET
 
 // func kqQ5KAVX512VNNI(w, x *byte, nb int) float32
@@ -529,6 +573,37 @@ q5k512loop:
 	VPDPWSSD Z6, Z3, Z12 \
 	VPDPWSSD Z7, Z0, Z12
 
+// The constants of the AVX-512 Q6_K kernels (Z30: the 0x30 bytes, zeroed
+// for the reduction).
+#define KQ_Q6K512_CONSTS \
+	MOVL $0x0f, AX \
+	VPBROADCASTB AX, Z31 \
+	MOVL $0x30, AX \
+	VPBROADCASTB AX, Z30 \
+	VMOVDQU64 kqQ6KPerm<>+0(SB), Z24 \
+	VMOVDQU64 kqQ6KPerm<>+64(SB), Z25 \
+	VMOVDQU64 kqQ6KPerm<>+128(SB), Z26 \
+	VMOVDQU64 kqQ6KPerm<>+192(SB), Z27
+
+// One Q6_K super-block at SI against Q8_K activations at DI, into Z29; pf
+// is a label for KQ_PREFETCH4.
+#define KQ_Q6K512_BLOCK(pf) \
+	KQ_PREFETCH4(pf) \
+	VPMOVSXBW 192(SI), Y4 \
+	VPMADDWD 260(DI), Y4, Y5 \
+	VPSLLD $5, Y5, Y5 \
+	VPXORD Z12, Z12, Z12 \
+	KQ_Q6_HALF512(0, 128, 4, 68, Z24, Z25) \
+	KQ_Q6_HALF512(64, 160, 132, 196, Z26, Z27) \
+	VPSUBD Z5, Z12, Z12 \
+	VCVTDQ2PS Z12, Z12 \
+	VPBROADCASTW 208(SI), Y8 \
+	VCVTPH2PS Y8, Z8 \
+	VMULPS.BCST (DI), Z8, Z8 \
+	VFMADD231PS Z8, Z12, Z29 \
+	ADDQ $210, SI \
+	ADDQ $292, DI
+
 // func kqQ6KAVX512VNNI(w, x *byte, nb int) float32
 //
 // The 6-bit codes are used unsigned (0..63); the -32 offset is applied once
@@ -537,41 +612,52 @@ TEXT ·kqQ6KAVX512VNNI(SB), NOSPLIT, $0-28
 	MOVQ w+0(FP), SI
 	MOVQ x+8(FP), DI
 	MOVQ nb+16(FP), CX
-	MOVL $0x0f, AX
-	VPBROADCASTB AX, Z31
-	MOVL $0x30, AX
-	VPBROADCASTB AX, Z30
-	VMOVDQU64 kqQ6KPerm<>+0(SB), Z24
-	VMOVDQU64 kqQ6KPerm<>+64(SB), Z25
-	VMOVDQU64 kqQ6KPerm<>+128(SB), Z26
-	VMOVDQU64 kqQ6KPerm<>+192(SB), Z27
+	KQ_Q6K512_CONSTS
 	VPXORD Z29, Z29, Z29
 
 q6k512loop:
-	KQ_PREFETCH4(q6k512looppf)
-	VPMOVSXBW 192(SI), Y4
-	VPMADDWD 260(DI), Y4, Y5
-	VPSLLD $5, Y5, Y5
-
-	VPXORD Z12, Z12, Z12
-	KQ_Q6_HALF512(0, 128, 4, 68, Z24, Z25)
-	KQ_Q6_HALF512(64, 160, 132, 196, Z26, Z27)
-	VPSUBD Z5, Z12, Z12
-	VCVTDQ2PS Z12, Z12
-
-	VPBROADCASTW 208(SI), Y8
-	VCVTPH2PS Y8, Z8
-	VMULPS.BCST (DI), Z8, Z8
-	VFMADD231PS Z8, Z12, Z29
-
-	ADDQ $210, SI
-	ADDQ $292, DI
+	KQ_Q6K512_BLOCK(q6k512looppf)
 	DECQ CX
 	JNZ  q6k512loop
 
 	VPXORD Z30, Z30, Z30
 	KQ_REDUCE512
 	MOVSS X0, ret+24(FP)
+	RET
+
+// func kqQ6KRowsAVX512VNNI(w *byte, ldw int, x *byte, nb int, dst *float32, rows int)
+//
+// kqQ6KAVX512VNNI for rows consecutive rows, as kqQ4KRowsAVX512VNNI.
+TEXT ·kqQ6KRowsAVX512VNNI(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), R8
+	MOVQ ldw+8(FP), R9
+	MOVQ x+16(FP), R10
+	MOVQ nb+24(FP), R11
+	MOVQ dst+32(FP), R12
+	MOVQ rows+40(FP), R13
+	KQ_Q6K512_CONSTS
+
+q6krrow:
+	MOVL $0x30, AX
+	VPBROADCASTB AX, Z30
+	MOVQ R8, SI
+	MOVQ R10, DI
+	MOVQ R11, CX
+	VPXORD Z29, Z29, Z29
+
+q6krloop:
+	KQ_Q6K512_BLOCK(q6krlooppf)
+	DECQ CX
+	JNZ  q6krloop
+
+	VPXORD Z30, Z30, Z30
+	KQ_HSUM512
+	MOVSS X0, (R12)
+	ADDQ $4, R12
+	ADDQ R9, R8
+	DECQ R13
+	JNZ  q6krrow
+	VZEROUPPER
 	RET
 
 // One half of an IQ4_XS block, sub-blocks 4h..4h+3: their 64 code bytes at

@@ -276,6 +276,10 @@ func (d *dotImpl) vecConv(cols int) (conv func(dst []byte, src []float32), ldx i
 // makes products of several vectors exact (dotImpl.oneByTile).
 func (d *dotImpl) vecRows(cols int, w []byte, ldw int, x []byte, dst []float32, r0, r1 int) {
 	if !d.oneByTile {
+		if d.rows != nil {
+			d.rows(cols, w[r0*ldw:], ldw, x, dst[r0:r1])
+			return
+		}
 		for r := r0; r < r1; r++ {
 			dst[r] = d.dot(cols, w[r*ldw:(r+1)*ldw], x)
 		}

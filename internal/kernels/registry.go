@@ -64,6 +64,12 @@ type dotImpl struct {
 	// one-column shape), which is what makes the K-quant tiles exact: they
 	// round differently from the row dot, but each column the same way.
 	exactTiles, oneByTile bool
+
+	// rows, when set, is dot over consecutive rows in one call: dst[i] =
+	// dot(n, w[i*ldw:], x) for i < len(dst), with dot's bits. A
+	// one-vector product of short rows otherwise pays a call, the
+	// kernel's constants and its register cleanup per row.
+	rows func(n int, w []byte, ldw int, x []byte, dst []float32)
 }
 
 // generic holds the pure-Go reference implementation for each weight type;
