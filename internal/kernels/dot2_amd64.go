@@ -165,10 +165,8 @@ func init() {
 		registerFast(k.t, avx2, &dotImpl{name: "avx2", act: k.act, dot: k.avx2})
 	}
 	avx512 := x.HasAVX512F && x.HasAVX512BW
-	// The BF16 tiles are exact as the F16 ones (dot_amd64.go), but the
-	// one-column tile decodes at two thirds of the row dot's speed
-	// (VDPBF16PS), so decode keeps the row dot and exact products of few
-	// vectors the row dot per vector (SetExactColumns).
+	// The BF16 tiles are like the F16 ones (dot_amd64.go): decode keeps
+	// the row dots, exact products of few vectors the row dot per vector.
 	registerFast(quant.BF16, avx512 && x.HasAVX512BF16, &dotImpl{name: "avx512bf16", act: quant.BF16, dot: vdBF16AVX512BF16,
 		mmWide: mmBF16Wide, wideAct: roundBF16, wideKind: "bf16", mmRows: 64, mmCols: 1 << 30})
 	registerFast(quant.BF16, avx512, &dotImpl{name: "avx512", act: quant.BF16, dot: vdBF16AVX512,

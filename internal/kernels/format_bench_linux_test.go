@@ -54,9 +54,8 @@ func decodeMiB(b *testing.B) int {
 // the core, the CPU-time figure does not (it still feels their memory
 // traffic).
 //
-// The Hot variant runs the same kernel (the row dot, or the tile's one
-// column where MatMul's one-vector product takes it) on a 512 KiB matrix
-// that stays in L2: the kernel's compute speed in the same unit. A format whose hot
+// The Hot variant runs the same row dots on a 512 KiB matrix that stays
+// in L2: the kernel's compute speed in the same unit. A format whose hot
 // figure is not well above the cold one is bound by its arithmetic, not by
 // memory.
 func BenchmarkDecodeFormats(b *testing.B) {
@@ -91,20 +90,6 @@ func BenchmarkDecodeFormats(b *testing.B) {
 			ldw := len(w.Data) / rows
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
-			if impl.oneByTile {
-				// MatMul's one-vector product is the tile's one-column shape.
-				x := make([]byte, 4*cols)
-				impl.wideAct(x, xf)
-				dst := make([]float32, rows)
-				b.SetBytes(int64(len(w.Data)))
-				b.ResetTimer()
-				t0 := threadCPU(b)
-				for i := 0; i < b.N; i++ {
-					impl.mmWide(cols, w.Data, ldw, x, 4*cols, dst, rows, rows, 1)
-				}
-				reportGBs(b, len(w.Data), t0, true)
-				return
-			}
 			rb, err := impl.act.RowBytes(int64(cols))
 			if err != nil {
 				b.Fatal(err)

@@ -42,9 +42,7 @@ type kqTileFunc func(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, 
 
 // kqTileAct is the wideAct converter of the tile layout: the Q8_K
 // quantization of quant.Quantize (byte for byte: TestKQuantTileLayout),
-// written straight into the layout, so that decode's one-vector products,
-// which take the tiles, convert their activations as fast as the row dots'
-// Q8_K.
+// written straight into the layout instead of quantized, then permuted.
 func kqTileAct(dst []byte, src []float32) {
 	nb := len(src) / 256
 	if len(src)%256 != 0 || len(dst) < 4*len(src) {

@@ -38,9 +38,9 @@ func mmQ6KTile(n int, w []byte, ldw int, x []byte, ldx int, dst []float32, ldd i
 func init() {
 	// MatMul hands the tiles whole chunks of kqChunkRows rows (they loop
 	// over the rows in assembly) and every column up to the table's width.
-	attachKQTile(quant.Q4_K, "avx512vnni", mmQ4KTile, kqTileAct, "kq-tile", kqChunkRows, kqmmShape[kqmmQ4K][1], false)
-	attachKQTile(quant.Q5_K, "avx512vnni", mmQ5KTile, kqTileAct, "kq-tile", kqChunkRows, kqmmShape[kqmmQ5K][1], false)
-	attachKQTile(quant.Q6_K, "avx512vnni", mmQ6KTile, kqTileAct, "kq-tile", kqChunkRows, kqmmShape[kqmmQ6K][1], false)
+	attachKQTile(quant.Q4_K, "avx512vnni", mmQ4KTile, kqTileAct, "kq-tile", kqChunkRows, kqmmShape[kqmmQ4K][1])
+	attachKQTile(quant.Q5_K, "avx512vnni", mmQ5KTile, kqTileAct, "kq-tile", kqChunkRows, kqmmShape[kqmmQ5K][1])
+	attachKQTile(quant.Q6_K, "avx512vnni", mmQ6KTile, kqTileAct, "kq-tile", kqChunkRows, kqmmShape[kqmmQ6K][1])
 	for _, d := range fast[quant.Q4_K] {
 		if d.name == "avx512vnni" {
 			d.mmDot, d.mmDotCols = mmQ4KDot, kqmdCols[kqmdQ4K]
@@ -80,22 +80,18 @@ func kqDots(f, wsize int, n int, w []byte, ldw int, x []byte, ldx int, dst []flo
 // columns stream past.
 const kqChunkRows = 64
 
-// attachKQTile sets the tile of t's fast candidate called name. Every
-// column of a tile runs the float operations of the one-column tile in the
-// same order, so with exact the one-vector products take that tile too
-// (instead of the row dot, which rounds differently), and a vector's
-// result has the same bits in a product of any size. No K-quant takes it:
-// the one-column tiles compute about as fast as the row dots when the
-// weights are in cache, but streaming a model's weights they cost 10-25 %
-// more CPU time (llama-1b Q4_K_M decode, CPU profiles in 3 interleaved
-// rounds), so decode keeps the row dots and the exact products of few
-// vectors run the row dots' own multi-column kernels (mmDot: Q4_K, Q6_K)
-// or the row dot once per vector (Q5_K).
-func attachKQTile(t quant.Type, name string, mm func(n int, w []byte, ldw int, x []byte, ldx int, dst []float32, ldd int, rows, cols int), act func(dst []byte, src []float32), kind string, rows, cols int, exact bool) {
+// attachKQTile sets the tile of t's fast candidate called name. The
+// tiles round differently from the row dots; the one-column tiles would
+// make every column exact if decode took them too, and compute about as
+// fast on weights in cache, but streaming a model's weights they cost
+// 10-25 % more CPU time than the row dots (llama-1b Q4_K_M decode, CPU
+// profiles in 3 interleaved rounds), so decode keeps the row dots and the
+// exact products of few vectors run the row dots' own multi-column kernels
+// (mmDot: Q4_K, Q6_K) or the row dot once per vector (Q5_K).
+func attachKQTile(t quant.Type, name string, mm func(n int, w []byte, ldw int, x []byte, ldx int, dst []float32, ldd int, rows, cols int), act func(dst []byte, src []float32), kind string, rows, cols int) {
 	for _, d := range fast[t] {
 		if d.name == name {
 			d.mmWide, d.wideAct, d.wideKind, d.mmRows, d.mmCols = mm, act, kind, rows, cols
-			d.exactTiles, d.oneByTile = exact, exact
 		}
 	}
 }
@@ -107,7 +103,7 @@ func attachKQTile(t quant.Type, name string, mm func(n int, w []byte, ldw int, x
 // start from acc (16 floats per row and column, tile after tile) instead
 // of zero; with flags&kqMore they are left there instead of being summed
 // into dst, because more blocks follow. The weights pf bytes ahead are
-// prefetched (pf = 0: none).
+// prefetched.
 const (
 	kqResume = 1 << iota
 	kqMore
@@ -134,15 +130,10 @@ func kqTiles(f int, wsize, xsize int, n int, w []byte, ldw int, x []byte, ldx in
 	}
 	if nb <= kqSpanBlocks || cols*nb <= kqSpanBlocks*8 {
 		// One pass over the blocks where the columns' activations fit in
-		// what a span holds (decode's one vector: a row of 8192 values is
-		// 12 KiB in the tile layout). Rows follow each other in memory:
-		// prefetch a few blocks on, except for one column where the row
-		// dots do not prefetch either (kqPrefetchOn: AMD).
-		pf := 3072
-		if cols == 1 && kqPrefetchOn == 0 {
-			pf = 0
-		}
-		kqTileRows(f, w, ldw, x, ldx, dst, ldd, nb, rows, cols, nil, 0, pf)
+		// what a span holds (a row of 8192 values is 12 KiB in the tile
+		// layout for one column). Rows follow each other in memory:
+		// prefetch a few blocks on.
+		kqTileRows(f, w, ldw, x, ldx, dst, ldd, nb, rows, cols, nil, 0, 3072)
 		return
 	}
 	// The accumulators of kqSpanRows rows by up to 8 columns between

@@ -15,8 +15,7 @@ import (
 // kqSpanBlocks blocks, the accumulators kept between them) give the bits
 // of one pass over all the blocks, for row counts around kqSpanRows and
 // every column count (the columns that fit in one span take one pass
-// anyway): the float sums run in the same order. So does a pass without
-// the prefetch.
+// anyway): the float sums run in the same order.
 func TestKQuantTileSpans(t *testing.T) {
 	tiled := false
 	for _, d := range kqTiled(quant.Q4_K) {
@@ -58,11 +57,6 @@ func TestKQuantTileSpans(t *testing.T) {
 						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
 							t.Fatalf("%s: dst[%d] = %.9g in spans, %.9g in one pass", name, i, got[i], want[i])
 						}
-					}
-					// Without the prefetch (pf = 0), the same bits.
-					kqTileRows(tc.f, w, ldw, x, ldx, got, ldd, nb, rows, cols, nil, 0, 0)
-					if i := bitsDiffer(got, want); i >= 0 {
-						t.Fatalf("%s: dst[%d] = %.9g without the prefetch, %.9g with", name, i, got[i], want[i])
 					}
 				}
 			}

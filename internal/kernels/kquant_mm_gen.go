@@ -410,13 +410,9 @@ func gen(p func(string, ...any), f format, R, C int) {
 			p("\tLEAQ %s, R12", ra)
 			pa = "(R12)(BX*1)"
 		}
-		// pf = 0: no prefetch (a predicted branch).
-		p("\tTESTQ BX, BX")
-		p("\tJEQ %s_nopf%d", name, r)
 		for l := 0; l < (f.size+63)/64; l++ {
 			p("\tPREFETCHT0 %d%s", 64*l, pa)
 		}
-		p("%s_nopf%d:", name, r)
 		unpackRow(p, f, g, pl, r, ra)
 	}
 	for c := 0; c < C; c++ {

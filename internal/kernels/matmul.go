@@ -118,7 +118,7 @@ func (p *Pool) matMulWith(impl *dotImpl, dst []float32, w *Matrix, x []float32, 
 	// Tiles unless SetExactColumns asks for the one-vector arithmetic and
 	// the tiles round differently from it; then the row dot's own tile
 	// (mmDot), or the row dot once per vector.
-	tiles := impl.oneByTile || n > 1 && (n > p.exactCols || impl.exactTiles)
+	tiles := n > 1 && (n > p.exactCols || impl.exactTiles)
 	switch {
 	case tiles:
 		j.mm, j.tr, j.tc = impl.mm, impl.mmRows, impl.mmCols
@@ -249,14 +249,11 @@ func mmByDot(dot func(n int, w, x []byte) float32, n int, w []byte, ldw int, x [
 
 // vecConv says how impl's one-vector product takes a vector of cols
 // values: converted by conv into ldx bytes, or (conv nil) as the float32
-// values themselves. With vecRows it is the one-vector product of MatMul
-// for the kernels that compute it row by row elsewhere (MatVecHeads), so
-// that their results keep MatMul's bits.
+// values themselves. With vecRows it is the one-vector product of MatMul,
+// for the kernels that compute it elsewhere (MatVecHeads), so that their
+// results keep MatMul's bits.
 func (d *dotImpl) vecConv(cols int) (conv func(dst []byte, src []float32), ldx int) {
-	switch {
-	case d.oneByTile && d.mmWide != nil:
-		return d.wideAct, 4 * cols
-	case d.act == quant.F32:
+	if d.act == quant.F32 {
 		return nil, 4 * cols
 	}
 	rb, err := d.act.RowBytes(int64(cols))
@@ -271,25 +268,10 @@ func (d *dotImpl) vecConv(cols int) (conv func(dst []byte, src []float32), ldx i
 }
 
 // vecRows computes rows r0..r1-1 of the product of w (ldw bytes a row) and
-// one vector x of cols values converted as vecConv says, into dst[r0:r1]:
-// by the row dot, or by the one-column tile where the tiles are what
-// makes products of several vectors exact (dotImpl.oneByTile).
+// one vector x of cols values converted as vecConv says, into dst[r0:r1],
+// by the row dot.
 func (d *dotImpl) vecRows(cols int, w []byte, ldw int, x []byte, dst []float32, r0, r1 int) {
-	if !d.oneByTile {
-		if d.rows != nil {
-			d.rows(cols, w[r0*ldw:], ldw, x, dst[r0:r1])
-			return
-		}
-		for r := r0; r < r1; r++ {
-			dst[r] = d.dot(cols, w[r*ldw:(r+1)*ldw], x)
-		}
-		return
-	}
-	mm := d.mmWide
-	if mm == nil {
-		mm = d.mm
-	}
-	for r := r0; r < r1; r += d.mmRows {
-		mm(cols, w[r*ldw:], ldw, x, len(x), dst[r:], len(dst)-r, min(d.mmRows, r1-r), 1)
+	for r := r0; r < r1; r++ {
+		dst[r] = d.dot(cols, w[r*ldw:(r+1)*ldw], x)
 	}
 }

@@ -39,20 +39,6 @@ func mmBF16Wide(k int, w []byte, ldw int, x []byte, ldx int, dst []float32, ldd 
 // row tiles, so one tile's activations stay in L1 for all row tiles.
 func mmPanel(tiles *[tileRows][tileCols]func(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, k int, acc int),
 	k int, w []byte, ldw int, x []byte, ldx int, dst []float32, ldd int, rows, cols int) {
-	if cols == 1 {
-		// One vector (decode): its activations stay in L1 anyway, so each
-		// row tile runs all its k-blocks at once and the weights stream in
-		// order; every result sees the same operations as in the order
-		// below.
-		for r := 0; r < rows; r += tileRows {
-			nr := min(tileRows, rows-r)
-			for k0 := 0; k0 < k; k0 += f16KBlock {
-				kb, acc := min(f16KBlock, k-k0), min(k0, 1)
-				tiles[nr-1][0](&w[r*ldw+2*k0], ldw, &x[4*k0], ldx, &dst[r], ldd, kb, acc)
-			}
-		}
-		return
-	}
 	for k0 := 0; k0 < k; k0 += f16KBlock {
 		kb, acc := min(f16KBlock, k-k0), 0
 		if k0 > 0 {

@@ -57,13 +57,10 @@ type dotImpl struct {
 	mmDotCols int
 
 	// exactTiles says the tile (mm or mmWide) computes every column with
-	// the float operations, in the order, of the one-vector product, so a
-	// column's result is the same bits whatever the number of vectors:
-	// products of few vectors keep the tiles under SetExactColumns.
-	// oneByTile says the one-vector product runs the tile too (its
-	// one-column shape), which is what makes the K-quant tiles exact: they
-	// round differently from the row dot, but each column the same way.
-	exactTiles, oneByTile bool
+	// the row dot's float operations in its order, so a column's result
+	// is the same bits whatever the number of vectors: products of few
+	// vectors keep the tiles under SetExactColumns.
+	exactTiles bool
 
 	// rows, when set, is dot over consecutive rows in one call: dst[i] =
 	// dot(n, w[i*ldw:], x) for i < len(dst), with dot's bits. A
