@@ -294,11 +294,15 @@ func genQ6(p func(string, ...any), f mdFormat, C int) {
 		off, prod, a, b := t[0], t[1], t[2], t[3]
 		p("\tVPMADDWD %s, Y4, Y%d", col(c, 260), off)
 		p("\tVPSLLD $5, Y%d, Y%d", off, off)
-		p("\tVPXORD Z%d, Z%d, Z%d", prod, prod, prod)
 		xo := []int{4, 68, 132, 196}
 		for k := 0; k < 4; k++ {
 			tmp := []int{a, b}[k%2]
 			p("\tVPMADDUBSW %s, Z%d, Z%d", col(c, xo[k]), k, tmp)
+			if k == 0 {
+				// VPDPWSSD into zero, without the zeroing.
+				p("\tVPMADDWD Z%d, Z%d, Z%d", 5+k, tmp, prod)
+				continue
+			}
 			p("\tVPDPWSSD Z%d, Z%d, Z%d", 5+k, tmp, prod)
 		}
 		p("\tVPSUBD Z%d, Z%d, Z%d", off, prod, prod)
@@ -315,9 +319,9 @@ func genQ6(p func(string, ...any), f mdFormat, C int) {
 // column. Registers: Z0-Z3 the block's codes (64 values each), Z4 its
 // scales and mins as words, Z5-Z8 the scale words of each chunk, Y9 the
 // mins' words, Z10 d, Y11 dmin, Y12-Y16 the columns' min accumulators,
-// Z17-Z19 and Z30 temporaries, Z20-Z24 the columns' accumulators, Z25-Z28
-// the VPERMW indices, Y29 the mins' index, Z31 the mask 0x0f, K1 the
-// upper half.
+// Z17-Z19 temporaries, Z20-Z24 the columns' accumulators, Z25-Z28 the
+// VPERMW indices, Y29 the mins' index, Z31 the mask 0x0f, K1 the upper
+// half.
 func genQ4(p func(string, ...any), f mdFormat, C int) {
 	if C > 5 {
 		panic("Q4_K dot-order kernels take at most 5 columns")
@@ -362,22 +366,25 @@ func genQ4(p func(string, ...any), f mdFormat, C int) {
 		p("\tVPANDQ Z31, Z%d, Z%d", c, c)
 	}
 	// Temporaries reused column after column (renaming overlaps them).
-	m, i0, i1, t := 17, 18, 19, 30
+	m, i0, t := 17, 18, 19
 	for c := 0; c < C; c++ {
 		// The min term into the column's 8-lane accumulator.
 		p("\tVPMADDWD %s, Y9, Y%d", col(c, 260), m)
 		p("\tVCVTDQ2PS Y%d, Y%d", m, m)
 		p("\tVMULPS.BCST %s, Y11, Y%d", col(c, 0), t)
 		p("\tVFNMADD231PS Y%d, Y%d, Y%d", t, m, 12+c)
-		// The codes, chunks 0 and 2 into one sum, 1 and 3 into the other.
-		p("\tVPXORD Z%d, Z%d, Z%d", i0, i0, i0)
-		p("\tVPXORD Z%d, Z%d, Z%d", i1, i1, i1)
+		// The codes' integer lanes (the row dot sums chunks 0 and 2 and
+		// chunks 1 and 3 apart, then adds: the same integers in one sum).
 		for k := 0; k < 4; k++ {
-			acc, tmp := []int{i0, i1}[k%2], []int{m, t}[k%2]
+			tmp := []int{m, t}[k%2]
 			p("\tVPMADDUBSW %s, Z%d, Z%d", col(c, 4+64*k), k, tmp)
-			p("\tVPDPWSSD Z%d, Z%d, Z%d", 5+k, tmp, acc)
+			if k == 0 {
+				// VPDPWSSD into zero, without the zeroing.
+				p("\tVPMADDWD Z%d, Z%d, Z%d", 5+k, tmp, i0)
+				continue
+			}
+			p("\tVPDPWSSD Z%d, Z%d, Z%d", 5+k, tmp, i0)
 		}
-		p("\tVPADDD Z%d, Z%d, Z%d", i1, i0, i0)
 		p("\tVCVTDQ2PS Z%d, Z%d", i0, i0)
 		p("\tVMULPS.BCST %s, Z10, Z%d", col(c, 0), m)
 		p("\tVFMADD231PS Z%d, Z%d, Z%d", m, i0, 20+c)
