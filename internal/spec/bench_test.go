@@ -3,6 +3,7 @@ package spec
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"testing"
 
 	"braid/internal/gguf"
@@ -17,7 +18,9 @@ import (
 // (kernels.Pool.SetExactColumns): the cost of checking k drafts in one
 // step against a one-token step. The model is $BRAID_BENCH_MODEL (e.g. a
 // `braid genmodel --preset llama-1b` file), threads $BRAID_BENCH_THREADS
-// (default all):
+// (default all). With one thread the step runs on the benchmark's own OS
+// thread, and it also reports cpu-ms/op, that thread's CPU time per step,
+// the steadier figure on a shared machine:
 //
 //	BRAID_BENCH_MODEL=llama1b-q4km.gguf go test -run XXX -bench VerifyStep ./internal/spec/
 func BenchmarkVerifyStep(b *testing.B) {
@@ -62,6 +65,11 @@ func BenchmarkVerifyStep(b *testing.B) {
 					pool.SetExactColumns(k + 1)
 					defer pool.SetExactColumns(0)
 				}
+				if threads == 1 {
+					runtime.LockOSThread()
+					defer runtime.UnlockOSThread()
+				}
+				t0, cpu := threadCPU()
 				for b.Loop() {
 					bt.Reset()
 					for i := 0; i <= k; i++ {
@@ -73,6 +81,9 @@ func BenchmarkVerifyStep(b *testing.B) {
 					if err := cache.Truncate(kvcache.SeqID(0), depth); err != nil {
 						b.Fatal(err)
 					}
+				}
+				if t1, ok := threadCPU(); ok && cpu && threads == 1 {
+					b.ReportMetric(float64(t1-t0)/1e6/float64(b.N), "cpu-ms/op")
 				}
 			})
 		}
