@@ -7,7 +7,7 @@
 // by a few columns, in dot order). Speculative verification needs every
 // token of a step computed bit for bit as a one-token step computes it, and
 // a one-token step runs the AVX-512 row dots of kquant_amd64.s
-// (kqQ4KAVX512VNNI, kqQ6KAVX512VNNI). The tiles of kquant_mm_gen.go round
+// (kqQ4KAVX512VNNI, kqQ5KAVX512VNNI, kqQ6KAVX512VNNI). The tiles of kquant_mm_gen.go round
 // differently; these kernels unpack a weight block once, like the tiles,
 // and then run for each of C columns the very operations of the row dot:
 // the same integer lanes (VPMADDUBSW, VPDPWSSD with the same scale words,
@@ -34,11 +34,13 @@ type mdFormat struct {
 	size int
 	cmax int
 	q6   bool
+	q5   bool
 }
 
 var mdFormats = []mdFormat{
 	{name: "Q4K", size: 144, cmax: 5},
 	{name: "Q6K", size: 210, cmax: 8, q6: true},
+	{name: "Q5K", size: 176, cmax: 5, q5: true},
 }
 
 func main() {
@@ -53,9 +55,12 @@ func main() {
 	mdTables(p)
 	for _, f := range mdFormats {
 		for c := 1; c <= f.cmax; c++ {
-			if f.q6 {
+			switch {
+			case f.q6:
 				genQ6(p, f, c)
-			} else {
+			case f.q5:
+				genQ5(p, f, c)
+			default:
 				genQ4(p, f, c)
 			}
 		}
@@ -142,6 +147,12 @@ func mdTables(p func(string, ...any)) {
 			w[i] = uint16(8*(c/2) + 4*(c%2) + i/8)
 		}
 		words(fmt.Sprintf("kqmdQ6KPerm%d", c), w)
+		// Q5_K: chunk c pairs sub-blocks a (words 0-15) and a+2, a =
+		// 4(c/2) + c%2 (low nibbles of one 64-byte group, then high).
+		for i := range w {
+			w[i] = uint16(4*(c/2) + c%2 + 2*(i/16))
+		}
+		words(fmt.Sprintf("kqmdQ5KPerm%d", c), w)
 	}
 	// Q4_K's mins: words 8-15 of the scale words, each twice.
 	w := make([]uint16, 16)
@@ -384,6 +395,98 @@ func genQ4(p func(string, ...any), f mdFormat, C int) {
 				continue
 			}
 			p("\tVPDPWSSD Z%d, Z%d, Z%d", 5+k, tmp, i0)
+		}
+		p("\tVCVTDQ2PS Z%d, Z%d", i0, i0)
+		p("\tVMULPS.BCST %s, Z10, Z%d", col(c, 0), m)
+		p("\tVFMADD231PS Z%d, Z%d, Z%d", m, i0, 20+c)
+	}
+	blockEnd(p, name, f, C)
+	rowEnd(p, name, C, func(c int) int { return 20 + c }, func(c int) int { return 12 + c })
+}
+
+// genQ5 writes the Q5_K kernel of C columns (C <= 5): kqQ5KAVX512VNNI per
+// column. Its chunks pair sub-blocks 0 and 2, 1 and 3, 4 and 6, 5 and 7
+// (the low, then the high nibbles of a 64-byte group of codes), so each
+// column's activations are gathered as the row dot's KQ_K4_MUL gathers
+// them: 32 values, and the 32 of the sub-block two on. Registers as
+// genQ4's, Z30 the mask 0x10.
+func genQ5(p func(string, ...any), f mdFormat, C int) {
+	if C > 5 {
+		panic("Q5_K dot-order kernels take at most 5 columns")
+	}
+	name := mdName(f, C)
+	prologue(p, name)
+	p("\tMOVL $0x0f0f0f0f, BX")
+	p("\tVPBROADCASTD BX, Z31")
+	p("\tMOVL $0x10101010, BX")
+	p("\tVPBROADCASTD BX, Z30")
+	for c := 0; c < 4; c++ {
+		p("\tVMOVDQU64 kqmdQ5KPerm%d<>(SB), Z%d", c, 25+c)
+	}
+	p("\tVMOVDQU64 kqmdMinDup<>(SB), Y29")
+	rowStart(p, name, C)
+	for c := 0; c < C; c++ {
+		p("\tVPXORD Z%d, Z%d, Z%d", 20+c, 20+c, 20+c)
+		p("\tVPXORD Z%d, Z%d, Z%d", 12+c, 12+c, 12+c)
+	}
+	p("%s_loop:", name)
+	p("\tVMOVDQU32 4(SI), X17")
+	p("\tVPSHUFB kqmdK4Shuf<>(SB), X17, X17")
+	p("\tVPSLLQ $30, X17, X18")
+	p("\tVPSRLVD kqmdK4Srl<>(SB), X17, X17")
+	p("\tVPANDD kqmdK4Lo<>(SB), X17, X17")
+	p("\tVPTERNLOGD $0xf8, kqmdK4Hi<>(SB), X18, X17")
+	p("\tVPMOVZXBW X17, Y4")
+	p("\tVPERMW Y4, Y29, Y9")
+	for c := 0; c < 4; c++ {
+		p("\tVPERMW Z4, Z%d, Z%d", 25+c, 5+c)
+	}
+	p("\tVCVTPH2PS (SI), X17")
+	p("\tVBROADCASTSS X17, Z10")
+	p("\tVMOVSHDUP X17, X18")
+	p("\tVBROADCASTSS X18, Y11")
+	// The codes with their fifth bits, as the row dot builds them: Z17 =
+	// [qh, qh>>2]; group g (codes at 48+64g) takes bits 2g and 2g+1 of
+	// qh for its low and high nibbles.
+	p("\tVMOVDQU32 16(SI), Y17")
+	p("\tVPSRLW $2, Y17, Y18")
+	p("\tVINSERTI64X4 $1, Y18, Z17, Z17")
+	for g := 0; g < 2; g++ {
+		lo, hi := 2*g, 2*g+1
+		p("\tVMOVDQU64 %d(SI), Z%d", 48+64*g, lo)
+		p("\tVPSRLW $4, Z%d, Z%d", lo, hi)
+		p("\tVPANDQ Z31, Z%d, Z%d", lo, lo)
+		p("\tVPANDQ Z31, Z%d, Z%d", hi, hi)
+		if g == 0 {
+			p("\tVPSLLW $4, Z17, Z18")
+			p("\tVPTERNLOGD $0xf8, Z30, Z18, Z%d", lo)
+			p("\tVPSLLW $3, Z17, Z18")
+			p("\tVPTERNLOGD $0xf8, Z30, Z18, Z%d", hi)
+		} else {
+			p("\tVPTERNLOGD $0xf8, Z30, Z17, Z%d", lo)
+			p("\tVPSRLW $1, Z17, Z18")
+			p("\tVPTERNLOGD $0xf8, Z30, Z18, Z%d", hi)
+		}
+	}
+	m, i0, t := 17, 18, 19
+	for c := 0; c < C; c++ {
+		p("\tVPMADDWD %s, Y9, Y%d", col(c, 260), m)
+		p("\tVCVTDQ2PS Y%d, Y%d", m, m)
+		p("\tVMULPS.BCST %s, Y11, Y%d", col(c, 0), t)
+		p("\tVFNMADD231PS Y%d, Y%d, Y%d", t, m, 12+c)
+		// KQ_K4_MUL(4, 68, 36, 100) and (132, 196, 164, 228): chunk k's
+		// activations are values 32j.. and 32j+64.. for j = 4(k/2)+k%2.
+		for k := 0; k < 4; k++ {
+			j := 4*(k/2) + k%2
+			x := []int{m, t}[k%2]
+			p("\tVMOVDQU32 %s, Y%d", col(c, 4+32*j), x)
+			p("\tVINSERTI64X4 $1, %s, Z%d, Z%d", col(c, 4+32*j+64), x, x)
+			p("\tVPMADDUBSW Z%d, Z%d, Z%d", x, k, x)
+			if k == 0 {
+				p("\tVPMADDWD Z%d, Z%d, Z%d", 5+k, x, i0)
+				continue
+			}
+			p("\tVPDPWSSD Z%d, Z%d, Z%d", 5+k, x, i0)
 		}
 		p("\tVCVTDQ2PS Z%d, Z%d", i0, i0)
 		p("\tVMULPS.BCST %s, Z10, Z%d", col(c, 0), m)

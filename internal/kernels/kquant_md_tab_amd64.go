@@ -43,16 +43,33 @@ func kqmdQ6KC7(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int
 //go:noescape
 func kqmdQ6KC8(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int)
 
+//go:noescape
+func kqmdQ5KC1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int)
+
+//go:noescape
+func kqmdQ5KC2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int)
+
+//go:noescape
+func kqmdQ5KC3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int)
+
+//go:noescape
+func kqmdQ5KC4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int)
+
+//go:noescape
+func kqmdQ5KC5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int)
+
 // The generated formats, as kqmdCall takes them.
 const (
 	kqmdQ4K = 0
 	kqmdQ6K = 1
+	kqmdQ5K = 2
 )
 
 // kqmdCols is each format's most columns.
 var kqmdCols = [...]int{
 	5,
 	8,
+	5,
 }
 
 // kqmdCall calls format f's kernel of cols columns (see kqDots), directly
@@ -85,6 +102,16 @@ func kqmdCall(f, cols int, w *byte, ldw int, x *byte, ldx int, dst *float32, ldd
 		kqmdQ6KC7(w, ldw, x, ldx, dst, ldd, nb, rows)
 	case [2]int{1, 8}:
 		kqmdQ6KC8(w, ldw, x, ldx, dst, ldd, nb, rows)
+	case [2]int{2, 1}:
+		kqmdQ5KC1(w, ldw, x, ldx, dst, ldd, nb, rows)
+	case [2]int{2, 2}:
+		kqmdQ5KC2(w, ldw, x, ldx, dst, ldd, nb, rows)
+	case [2]int{2, 3}:
+		kqmdQ5KC3(w, ldw, x, ldx, dst, ldd, nb, rows)
+	case [2]int{2, 4}:
+		kqmdQ5KC4(w, ldw, x, ldx, dst, ldd, nb, rows)
+	case [2]int{2, 5}:
+		kqmdQ5KC5(w, ldw, x, ldx, dst, ldd, nb, rows)
 	default:
 		panic("kernels: no dot-order K-quant kernel of this shape")
 	}
