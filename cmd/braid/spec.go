@@ -213,9 +213,11 @@ func (f *specFlags) drafter(l *loaded, mf *modelFlags, seqs int, stderr io.Write
 // engine.Spec.Exact), on this node or on every rank of a cluster (the
 // Step frames carry the setting to the workers), so greedy output is
 // token for token the plain one, unless --spec-exact=false. Exact
-// verification costs the row dot per token instead of the tiles' shared
-// unpacking (BenchmarkVerifyStep); the adaptive length measures it and
-// drafts less when it is dear.
+// verification runs the kernels' multi-token forms that round as the
+// one-token ones (kernels.Pool.SetExactColumns): for the K-quants and
+// Q8_0-style formats on AVX-512 about the tiles' cost (1.26x at 5 tokens
+// on the 1B Q4_K_M, BenchmarkVerifyStep), for the others the row dot per
+// token; the adaptive length measures it and drafts less when it is dear.
 func (f *specFlags) spec(l *loaded, d engine.Drafter, nmax int, st *engine.SpecStats) engine.Spec {
 	s := engine.Spec{Drafter: d, NMax: nmax, NMin: min(f.nmin, nmax), SynthRates: f.rates, SynthSeed: 1, Stats: st}
 	switch {

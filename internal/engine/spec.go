@@ -129,10 +129,10 @@ type Spec struct {
 	// before it runs and with 0 after: kernels.Pool.SetExactColumns of the
 	// target's pools (every rank's: a cluster's SetExactColumns carries it
 	// to the workers in the step's frame), so that the step computes each
-	// token bit for bit as a one-token step does. The kernels' multi-column tiles
-	// differ from the one-column dot in the order of float operations;
-	// without this a greedy near tie can go the other way than without
-	// speculation.
+	// token bit for bit as a one-token step does. The kernels' fastest
+	// multi-column tiles differ from the one-column dot in the order of
+	// float operations; without this a greedy near tie can go the other
+	// way than without speculation.
 	Exact func(tokens int)
 }
 
