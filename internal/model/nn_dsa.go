@@ -115,27 +115,36 @@ func (ix *Indexer) selectPositions(m *Model, cache *kvcache.Cache, b *Batch, cl 
 	x := c.MLA.Indexer
 	n := len(b.Tokens)
 	half := c.Rope.Dims / 2
-	m.pool.MatMul(d.iq[:n*x.Heads*x.Dim], &ix.qb, qr, n)
-	m.pool.MatMul(d.w[:n*x.Heads], &ix.proj, h, n)
-	wscale := float32(1 / math.Sqrt(float64(x.Dim*x.Heads)))
-	f16 := !cache.Config().F32
-	var tmp [512]float32
-	var h16 [512]uint16
-	for i := 0; i < n; i++ {
-		for j := 0; j < x.Heads; j++ {
-			q := d.iq[(i*x.Heads+j)*x.Dim : (i*x.Heads+j+1)*x.Dim]
-			m.rope.Apply(q, m.s.cos[i*half:(i+1)*half], m.s.sin[i*half:(i+1)*half])
-			d.hadamardInPlace(q, tmp[:x.Dim])
-			if f16 {
-				// Against F16 keys ggml's product rounds the query
-				// to half precision too.
-				kernels.F32ToF16Row(h16[:x.Dim], q)
-				kernels.F16ToF32Row(q, h16[:x.Dim])
+	// While every token's context fits in the top-k, the selection is
+	// every position (dsaScore) and the queries and weights would go
+	// unused: a decode step skips a matrix of Heads*Dim rows a layer.
+	scored := false
+	for _, p := range b.Pos {
+		scored = scored || int(p)+1 > x.TopK
+	}
+	if scored {
+		m.pool.MatMul(d.iq[:n*x.Heads*x.Dim], &ix.qb, qr, n)
+		m.pool.MatMul(d.w[:n*x.Heads], &ix.proj, h, n)
+		wscale := float32(1 / math.Sqrt(float64(x.Dim*x.Heads)))
+		f16 := !cache.Config().F32
+		var tmp [512]float32
+		var h16 [512]uint16
+		for i := 0; i < n; i++ {
+			for j := 0; j < x.Heads; j++ {
+				q := d.iq[(i*x.Heads+j)*x.Dim : (i*x.Heads+j+1)*x.Dim]
+				m.rope.Apply(q, m.s.cos[i*half:(i+1)*half], m.s.sin[i*half:(i+1)*half])
+				d.hadamardInPlace(q, tmp[:x.Dim])
+				if f16 {
+					// Against F16 keys ggml's product rounds the query
+					// to half precision too.
+					kernels.F32ToF16Row(h16[:x.Dim], q)
+					kernels.F16ToF32Row(q, h16[:x.Dim])
+				}
 			}
-		}
-		w := d.w[i*x.Heads : (i+1)*x.Heads]
-		for j := range w {
-			w[j] *= wscale
+			w := d.w[i*x.Heads : (i+1)*x.Heads]
+			for j := range w {
+				w[j] *= wscale
+			}
 		}
 	}
 	m.cur.dsaCache, m.cur.dsaOff, m.cur.dsaLayer = cache, off, cl
