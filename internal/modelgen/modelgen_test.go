@@ -6,6 +6,7 @@ import (
 
 	"braid/internal/gguf"
 	"braid/internal/quant"
+	"braid/internal/spec"
 )
 
 func TestWriteFileOpens(t *testing.T) {
@@ -71,5 +72,43 @@ func TestBadConfig(t *testing.T) {
 		if _, err := Build(c); err == nil {
 			t.Errorf("Build(%+v) succeeded, want an error", c)
 		}
+	}
+}
+
+// TestDraftPresetSharesVocab: llama-1b-draft passes the draft-model check
+// against llama-1b (same tokenizer, token for token), so `--spec draft` can
+// pair them, and it is a small fraction of the target's bytes, as a drafter
+// must be. Both are written with their layers cut to one and their width to
+// 256 (the vocabulary is what the check reads; the full files are 0.9 GB).
+func TestDraftPresetSharesVocab(t *testing.T) {
+	dir := t.TempDir()
+	open := func(name string) *gguf.Model {
+		c := Presets[name]
+		c.Layers, c.Embd, c.FF, c.Heads, c.KVHeads = 1, 256, 256, 4, 2
+		c.Type = quant.Q8_0
+		path := filepath.Join(dir, name+".gguf")
+		if err := WriteFile(path, c); err != nil {
+			t.Fatal(err)
+		}
+		m, err := gguf.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+		return m
+	}
+	target, draft := open("llama-1b"), open("llama-1b-draft")
+	if err := spec.CheckVocab(target, draft); err != nil {
+		t.Fatalf("llama-1b-draft cannot draft for llama-1b: %v", err)
+	}
+	size := func(name string) int64 {
+		f, err := Plan(withMix(t, Presets[name], "Q4_K_M"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f.Size()
+	}
+	if tb, db := size("llama-1b"), size("llama-1b-draft"); db*10 > tb {
+		t.Errorf("llama-1b-draft is %d bytes as Q4_K_M, more than a tenth of llama-1b's %d", db, tb)
 	}
 }

@@ -13,6 +13,12 @@ import (
 var Presets = map[string]Config{
 	// Llama-3.2-1B's shape.
 	"llama-1b": {Arch: "llama", Layers: 16, Embd: 2048, FF: 8192, Heads: 32, KVHeads: 8, HeadDim: 64, Vocab: 128256, Context: 8192, RopeBase: 500000, TiedOutput: true},
+	// A drafter for llama-1b (speculative decoding, --spec draft): the same
+	// vocabulary and tokenizer (addVocab depends on the size alone), 2
+	// layers 512 wide, about 1/14 of its bytes as Q4_K_M (59 against 801
+	// MiB), most of them the tied embedding and head, as in the small
+	// drafters of real families.
+	"llama-1b-draft": {Arch: "llama", Layers: 2, Embd: 512, FF: 2048, Heads: 8, KVHeads: 2, HeadDim: 64, Vocab: 128256, Context: 8192, RopeBase: 500000, TiedOutput: true},
 	// A Qwen3-MoE shape with 64 experts, 8 used (fewer layers than the
 	// released models, to stay near 1B parameters).
 	"qwen3moe-64x": {Arch: "qwen3moe", Layers: 4, Embd: 2048, FF: 6144, Heads: 32, KVHeads: 4, HeadDim: 128, Vocab: 151936, Context: 8192, Experts: 64, ExpertsUsed: 8, ExpertFF: 768, RopeBase: 1000000},
