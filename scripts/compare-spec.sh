@@ -166,7 +166,7 @@ pairs = [("braid-fixed", "llama-draft", lconc), ("braid-none", "llama-none", lco
          ("braid-fixed", "braid-none", conc), ("braid-auto", "braid-none", conc), ("llama-draft", "llama-none", lconc)]
 for a, b, cs in pairs:
     for c in cs:
-        if c not in conc or c not in lconc and (a.startswith("llama") or b.startswith("llama")): continue
+        if any(c not in (conc if x.startswith("braid") else lconc) for x in (a, b)): continue
         t, p = ratio(a, b, c, "tput"), ratio(a, b, c, "tpot")
         if not t: continue
         print(f"| {a} / {b} | {c} | {fmt(st(t))}x | {fmt(st(p))}x | {' '.join(f'{x:.2f}' for x in t)} |")
