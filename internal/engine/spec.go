@@ -289,10 +289,16 @@ func sum64(xs []int64) int64 {
 // of each draft position seen so far (conditional on reaching it, a
 // moving average) the expected tokens of a step with k drafts is
 // E(k) = 1 + sum_{i<=k} prod_{j<=i} a_j; the time of such a step is
-// measured (a moving average per k, fitted by a line over the k seen, a
-// prior of 10% of a plain step per draft before that), and the k with the
-// largest E(k)/T(k) wins. When that is 0 it still drafts one token every
-// eighth step, so that a drafter that starts to agree is noticed.
+// measured (a moving average per k; a length not measured yet takes the
+// line fitted over the k seen, a prior of 10% of a plain step per draft
+// before that), and the k with the largest E(k)/T(k) wins. A measured
+// length is compared by its own time, not the line's: a step with drafts
+// pays costs a step without has not (the drafter's call, exact
+// verification), which a line through k = 0 would spread over the
+// drafts. When the best is 0 it still drafts one token every eighth step,
+// so that a drafter that starts to agree is noticed; when it is not, a
+// step without drafts comes now and then (after probeFirst steps, then
+// twice as many each time up to probeMax), so that T(0) stays measured.
 type LengthControl struct {
 	nmin, nmax int
 	acc        []float64 // conditional acceptance of draft position j (from 0)
@@ -300,6 +306,8 @@ type LengthControl struct {
 	t          []float64 // moving average of a step's seconds with k drafts
 	seenT      []bool
 	zeros      int
+	drafting   int // steps with drafts since the last without
+	plainProbe int // drafting steps that make the next step without (0: probeFirst)
 	// Scale multiplies the per-draft cost (a batch of many sequences makes
 	// drafts dearer); 0 means 1.
 	Scale float64
@@ -369,7 +377,7 @@ func (c *LengthControl) Next() int {
 	if c.nmin == c.nmax {
 		return c.nmax
 	}
-	_, slope := c.cost()
+	t0, slope := c.cost()
 	best, bestV := c.nmin, -1.0
 	e, run := 1.0, 1.0
 	for k := 0; k <= c.nmax; k++ {
@@ -380,14 +388,27 @@ func (c *LengthControl) Next() int {
 		if k < c.nmin {
 			continue
 		}
-		if v := e / (1 + slope*float64(k)); v > bestV*(1+1e-9) {
+		t := t0 * (1 + slope*float64(k))
+		if c.seenT[k] && c.Scale <= 0 {
+			t = c.t[k]
+		}
+		if v := e / t; v > bestV*(1+1e-9) {
 			best, bestV = k, v
 		}
 	}
 	if best == 0 {
+		c.plainProbe = probeFirst
 		c.zeros++
 		if c.zeros%8 == 0 {
 			return 1
+		}
+	} else if c.nmin == 0 {
+		if c.plainProbe == 0 {
+			c.plainProbe = probeFirst
+		}
+		if c.drafting++; c.drafting >= c.plainProbe {
+			c.drafting, c.plainProbe = 0, min(2*c.plainProbe, probeMax)
+			return 0
 		}
 	}
 	return best

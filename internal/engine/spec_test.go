@@ -165,12 +165,17 @@ func TestLengthControl(t *testing.T) {
 		name   string
 		accept float64 // conditional acceptance of every position
 		cost   float64 // a draft's share of a plain step
+		fixed  float64 // what any drafts cost (the drafter's call, exact verification), same unit
 		lo, hi int     // where it must settle
 	}{
-		{"good cheap drafter", 0.9, 0.05, 6, 8},
-		{"useless drafter", 0.02, 0.2, 0, 1},
-		{"middling", 0.6, 0.15, 1, 3},
-		{"expensive", 0.8, 0.8, 0, 1},
+		{"good cheap drafter", 0.9, 0.05, 0, 6, 8},
+		{"useless drafter", 0.02, 0.2, 0, 0, 1},
+		{"middling", 0.6, 0.15, 0, 1, 3},
+		{"expensive", 0.8, 0.8, 0, 0, 1},
+		// E(k) <= 1.67 for a step of at least 1.65: none pays, though
+		// a line through k = 0 and the drafted steps says they are cheap.
+		{"dear to start", 0.4, 0.05, 0.6, 0, 0},
+		{"dear to start, good", 0.9, 0.05, 0.6, 6, 8},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(3, 4))
@@ -182,7 +187,11 @@ func TestLengthControl(t *testing.T) {
 				for a < k && rng.Float64() < c.accept {
 					a++
 				}
-				d := time.Duration(float64(time.Millisecond) * (1 + c.cost*float64(k)) * (1 + 0.05*rng.NormFloat64()))
+				ms := 1 + c.cost*float64(k)
+				if k > 0 {
+					ms += c.fixed
+				}
+				d := time.Duration(float64(time.Millisecond) * ms * (1 + 0.05*rng.NormFloat64()))
 				lc.Update(k, a, d)
 				if step >= 1000 {
 					hist[k]++

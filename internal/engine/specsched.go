@@ -17,13 +17,17 @@ import (
 // of a step gets its own drafts (one Draft call for all of them), the step
 // verifies them all together with the prompt chunks, and each sequence
 // keeps what its target rows accept. How many drafts each gets is planned
-// per step for the whole batch (schedSpec.plan): a step of N verified
-// tokens costs a + b*N (measured on the decode steps), and draft j of a
-// sequence is worth the probability that it is reached and accepted, so
-// drafts are added, best first, only while each adds more tokens per
-// second than the step already makes. A large batch makes a step's tokens
-// dear (decode turns compute-bound), and the drafts go away by themselves:
-// speculation never plans a step below the throughput of no drafts.
+// per step for the whole batch (schedSpec.plan) from measured costs: a
+// step without drafts, one with drafts (verified in the configured
+// exactness mode) and the drafter's Draft call are three different lines
+// (specCost), and draft j of a sequence is worth the probability that it
+// is reached and accepted. Drafts are taken best first and the plan is the
+// number of them whose expected tokens per second, drafter included, is
+// highest, zero drafts being one of the choices: a large batch makes a
+// step's tokens dear (decode turns compute-bound) and a slow drafter makes
+// every draft step dear, and the drafts go away by themselves. While none
+// are planned a sequence still drafts one token now and then (at growing
+// intervals) so that the acceptance and the costs stay measured.
 
 // schedSpec is the scheduler's speculative decoding.
 type schedSpec struct {
@@ -37,7 +41,10 @@ type schedSpec struct {
 	owner  []*seqSpec
 	cands  []draftCand
 	qprobs []float32 // [Parallel x NMax x vocab], per decoding slot
-	cost   stepCost
+	cost   specCost
+	// Steps planned with drafts since the last without (sincePlain), and
+	// how many make the next plain probe (plainProbe, 0: probeFirst).
+	sincePlain, plainProbe int
 
 	// A drafter of hidden states (mtp): every prompt token is an output,
 	// and the states of the prompt chunks and of the kept tokens go to it.
@@ -58,6 +65,7 @@ type seqSpec struct {
 	drafts  []int32
 	k       int
 	zeros   int // steps planned without a draft in a row
+	probe   int // zeros before the next one-draft probe (0: probeFirst)
 	sampler *sample.Sampler
 	req     int // its request in the step, -1 when none
 	rows    int // output rows in the step
@@ -76,37 +84,150 @@ type draftCand struct {
 	p  float64 // probability that it is reached and accepted
 }
 
-// stepCost is a step's time as a line in its verified tokens, fitted with
-// forgetting over the decode-only steps.
+// stepCost is a time as a line in a count (a step's rows, the drafter's
+// sequential draft steps), fitted with forgetting over the observations.
 type stepCost struct {
 	n, sx, sy, sxx, sxy float64
 }
 
-func (c *stepCost) add(tokens int, secs float64) {
+func (c *stepCost) add(x int, secs float64) {
 	const keep = 0.97
-	x := float64(tokens)
-	c.n, c.sx, c.sy, c.sxx, c.sxy = keep*c.n+1, keep*c.sx+x, keep*c.sy+secs, keep*c.sxx+x*x, keep*c.sxy+x*secs
+	fx := float64(x)
+	c.n, c.sx, c.sy, c.sxx, c.sxy = keep*c.n+1, keep*c.sx+fx, keep*c.sy+secs, keep*c.sxx+fx*fx, keep*c.sxy+fx*secs
 }
 
-// line is the fit: a step of N tokens takes a + b*N. Without a spread of N
-// yet, b is the prior share of a one-token step.
+// line is the fit: x takes a + b*x. Without a spread of x yet, b is the
+// prior share of a one-token step.
 func (c *stepCost) line() (a, b float64) {
 	if c.n < 1 {
 		return 1, costPrior
 	}
 	mx, my := c.sx/c.n, c.sy/c.n
-	vx := c.sxx/c.n - mx*mx
-	if vx > 0.25 {
-		b = (c.sxy/c.n - mx*my) / vx
-		a = my - b*mx
-		if a > 0 && b > 0 {
-			return a, b
-		}
+	if a, b, ok := c.slope(); ok {
+		return a, b
 	}
 	// b as the prior share of a one-token step; a + b*mx = my.
 	a = my / (1 + costPrior*(1+mx))
 	return a, costPrior * a
 }
+
+// slope is the least-squares line when x has a spread and the line is
+// plausible (both terms positive).
+func (c *stepCost) slope() (a, b float64, ok bool) {
+	if c.n < 1 {
+		return 0, 0, false
+	}
+	mx, my := c.sx/c.n, c.sy/c.n
+	if vx := c.sxx/c.n - mx*mx; vx > 0.25 {
+		b = (c.sxy/c.n - mx*my) / vx
+		a = my - b*mx
+		if a > 0 && b > 0 {
+			return a, b, true
+		}
+	}
+	return 0, 0, false
+}
+
+func (c *stepCost) mean() (x, y float64) { return c.sx / c.n, c.sy / c.n }
+
+// specCost is what the planner knows of a step's time: the target's step
+// without drafts (plain) and with them (drafted: the verification rows in
+// the configured exactness mode, and the verification itself), each as a
+// line in the step's rows, and the drafter's Draft call as a line in its
+// sequential draft steps (the most drafts any sequence gets). They are
+// separate because they differ: exact verification may cost more per row
+// than decoding, and a draft model runs a batched step of its own, head
+// included, for every draft position.
+type specCost struct {
+	plain, drafted, drafter stepCost
+}
+
+// plainTime is a step of n rows without drafts.
+func (c *specCost) plainTime(n int) float64 {
+	if c.plain.n < 1 && c.drafted.n >= 1 {
+		a, b := c.drafted.line()
+		return a + b*float64(n)
+	}
+	a, b := c.plain.line()
+	return a + b*float64(n)
+}
+
+// draftedTime is a step of n rows with drafts, the drafter not included.
+func (c *specCost) draftedTime(n int) float64 {
+	if c.drafted.n < 1 {
+		return c.plainTime(n)
+	}
+	if a, b, ok := c.drafted.slope(); ok {
+		return a + b*float64(n)
+	}
+	// The drafted steps seen so far have one size: their mean, with the
+	// slope through the plain steps' mean when those are smaller (that
+	// slope includes what turning to verification costs: an estimate on
+	// the dear side), else the plain steps' own slope.
+	dx, dy := c.drafted.mean()
+	var b float64
+	if c.plain.n >= 1 {
+		px, py := c.plain.mean()
+		if dx > px+0.5 && dy > py {
+			b = (dy - py) / (dx - px)
+		} else {
+			_, b = c.plain.line()
+		}
+	} else {
+		_, b = c.drafted.line()
+	}
+	return max(0, dy+b*(float64(n)-dx))
+}
+
+// drafterTime is a Draft call of k sequential draft steps (0 for none).
+func (c *specCost) drafterTime(k int) float64 {
+	if k == 0 || c.drafter.n < 1 {
+		return 0
+	}
+	if a, b, ok := c.drafter.slope(); ok {
+		return a + b*float64(k)
+	}
+	x, y := c.drafter.mean()
+	return y / max(x, 1) * float64(k)
+}
+
+// choose is how many of cands (best first, each a sequence's next draft)
+// to take on top of base: the prefix with the most expected tokens per
+// second, with n decoding sequences, baseRows rows and baseTok expected
+// tokens already in the step and baseK sequential draft steps; zero when
+// no prefix beats the base step.
+func (c *specCost) choose(n, baseRows, baseK int, baseTok float64, cands []draftCand, take func(draftCand) bool) int {
+	stepTime := func(rows, k int) float64 {
+		if rows > n {
+			return c.draftedTime(rows) + c.drafterTime(k)
+		}
+		return c.plainTime(rows)
+	}
+	bestM, bestRate := 0, baseTok/stepTime(baseRows, baseK)
+	rows, k, tok, m := baseRows, baseK, baseTok, 0
+	for _, d := range cands {
+		if !take(d) {
+			continue
+		}
+		m++
+		rows++
+		k = max(k, d.j)
+		tok += d.p
+		if r := tok / stepTime(rows, k); r > bestRate*(1+1e-9) {
+			bestM, bestRate = m, r
+		}
+	}
+	return bestM
+}
+
+// Probes: a sequence planned without drafts drafts one token after
+// probeFirst such steps, then after twice as many each time the plan still
+// declines, up to probeMax, so that a drafter that does not pay costs
+// almost nothing while its acceptance and costs stay measured.
+const (
+	probeFirst = 8
+	probeMax   = 64
+)
 
 func (s *Scheduler) initSpec() error {
 	sp := s.cfg.Spec
@@ -164,7 +285,7 @@ func (sp *schedSpec) seq(id kvcache.SeqID) *seqSpec {
 		// A new sequence starts from what the others' drafts did.
 		copy(q.lc.acc, sp.global.acc)
 		copy(q.lc.seenAcc, sp.global.seenAcc)
-		q.zeros, q.sampler = 0, nil
+		q.zeros, q.probe, q.sampler = 0, 0, nil
 		sp.seqs[id] = q
 	}
 	return q
@@ -190,8 +311,8 @@ func (s *Scheduler) room(q *seq) int {
 func (sp *schedSpec) plan(s *Scheduler) {
 	nmin, nmax := sp.cfg.NMin, sp.cfg.NMax
 	sp.cands = sp.cands[:0]
-	tok := float64(len(sp.dec))
-	a, b := sp.cost.line()
+	n := len(sp.dec)
+	rows, k, tok := n, 0, float64(n)
 	for _, q := range sp.dec {
 		st := sp.seq(q.id)
 		st.k = 0
@@ -204,11 +325,15 @@ func (sp *schedSpec) plan(s *Scheduler) {
 			continue
 		}
 		st.k = min(nmin, r)
+		rows += st.k
+		k = max(k, st.k)
 		p := 1.0
 		for j := 1; j <= min(nmax, r); j++ {
 			p *= st.lc.accept(j - 1)
 			if j > st.k {
 				sp.cands = append(sp.cands, draftCand{sp: st, j: j, p: p})
+			} else {
+				tok += p
 			}
 		}
 	}
@@ -224,29 +349,56 @@ func (sp *schedSpec) plan(s *Scheduler) {
 		}
 		return x.j - y.j
 	})
-	// Best first, while a draft adds more tokens per second than the step
-	// makes: p/b > tokens/time.
-	time := a + b*tok
-	for _, c := range sp.cands {
+	// A draft whose earlier draft was not taken cannot be (the order puts
+	// a sequence's drafts in position order, p falling with j); the first
+	// pass counts which, the second takes them.
+	taken := func(c draftCand) bool {
 		if c.j != c.sp.k+1 {
-			continue // its earlier draft was not taken
-		}
-		if c.p*time <= b*tok {
-			break
+			return false
 		}
 		c.sp.k = c.j
-		tok += c.p
-		time += b
+		return true
+	}
+	m := sp.cost.choose(n, rows, k, tok, sp.cands, taken)
+	if m > 0 && rows == n {
+		// Now and then a step without drafts, so that what they would
+		// make stays measured (a planner that has only ever seen steps
+		// of drafts has no line for the plain step to be compared with).
+		if sp.plainProbe == 0 {
+			sp.plainProbe = probeFirst
+		}
+		if sp.sincePlain++; sp.sincePlain >= sp.plainProbe {
+			m, sp.sincePlain, sp.plainProbe = 0, 0, min(2*sp.plainProbe, probeMax)
+		}
+	} else if m == 0 {
+		sp.sincePlain, sp.plainProbe = 0, probeFirst
+	}
+	for _, c := range sp.cands {
+		if c.sp.k >= c.j {
+			c.sp.k = c.j - 1 // undo the counting pass
+		}
+	}
+	for _, c := range sp.cands {
+		if m == 0 {
+			break
+		}
+		if taken(c) {
+			m--
+		}
 	}
 	for _, q := range sp.dec {
 		st := sp.seqs[q.id]
 		if st.k == 0 && q.st.job.Constraint == nil && s.room(q) > 0 {
 			st.zeros++
-			if st.zeros%8 == 0 {
-				st.k = 1 // a probe: is the drafter agreeing now?
+			if st.probe == 0 {
+				st.probe = probeFirst
 			}
-		} else {
-			st.zeros = 0
+			if st.zeros >= st.probe {
+				st.k = 1 // a probe: is the drafter agreeing, or cheaper, now?
+				st.zeros, st.probe = 0, min(2*st.probe, probeMax)
+			}
+		} else if st.k > 0 {
+			st.zeros, st.probe = 0, probeFirst
 		}
 	}
 }
@@ -268,7 +420,6 @@ func (sp *schedSpec) draftSampler(st *seqSpec, p sample.Params) *sample.Sampler 
 // stepSpec is step with speculative decoding.
 func (s *Scheduler) stepSpec() {
 	sp := s.spec
-	start := time.Now()
 	V := s.b.Vocab()
 	sp.dec = sp.dec[:0]
 	for _, q := range s.active {
@@ -280,6 +431,7 @@ func (s *Scheduler) stepSpec() {
 	sp.plan(s)
 	// One Draft call for every sequence with drafts.
 	sp.reqs, sp.owner = sp.reqs[:0], sp.owner[:0]
+	draftSteps := 0
 	for i, q := range sp.dec {
 		st := sp.seqs[q.id]
 		st.req, st.drafts = -1, st.drafts[:0]
@@ -293,13 +445,18 @@ func (s *Scheduler) stepSpec() {
 		}
 		sp.reqs = append(sp.reqs, r)
 		sp.owner = append(sp.owner, st)
+		draftSteps = max(draftSteps, st.k)
 	}
 	if len(sp.reqs) > 0 {
-		if err := sp.cfg.Drafter.Draft(sp.reqs); err != nil {
+		t := time.Now()
+		err := sp.cfg.Drafter.Draft(sp.reqs)
+		if err != nil {
 			// A drafter that fails costs the drafts, not the requests.
 			for i := range sp.reqs {
 				sp.reqs[i].Out = sp.reqs[i].Out[:0]
 			}
+		} else {
+			sp.cost.drafter.add(draftSteps, time.Since(t).Seconds())
 		}
 		for i := range sp.reqs {
 			r := &sp.reqs[i]
@@ -329,6 +486,7 @@ func (s *Scheduler) stepSpec() {
 	}
 	// The batch: every decoding sequence's pending token and drafts, then
 	// prompt chunks under what is left of the budget.
+	start := time.Now()
 	s.batch.Reset()
 	budget := s.cfg.StepTokens
 	outs, verified := 0, 0
@@ -401,9 +559,6 @@ func (s *Scheduler) stepSpec() {
 		s.failStep(err)
 		return
 	}
-	if prompt == 0 && len(sp.dec) > 0 {
-		sp.cost.add(verified, now.Sub(start).Seconds())
-	}
 	// The prompt chunks' states to the head (before any sequence of the
 	// step can end and be forgotten by it).
 	for _, c := range sp.chunks {
@@ -441,6 +596,15 @@ func (s *Scheduler) stepSpec() {
 		a = append(a, q)
 	}
 	sp.mu.Unlock()
+	// The step's time, its verification included, fits the line of its
+	// kind; steps with prompt chunks do not (their tokens cost otherwise).
+	if prompt == 0 && len(sp.dec) > 0 {
+		if secs := time.Since(start).Seconds(); verified > len(sp.dec) {
+			sp.cost.drafted.add(verified, secs)
+		} else {
+			sp.cost.plain.add(verified, secs)
+		}
+	}
 	clear(s.active[len(a):])
 	s.active = a
 	s.busy.Store(int64(len(s.active)))

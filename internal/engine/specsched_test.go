@@ -18,7 +18,8 @@ func TestSpecPlan(t *testing.T) {
 		s.spec = &schedSpec{cfg: Spec{NMin: 0, NMax: 8}, global: NewLengthControl(0, 8), seqs: map[kvcache.SeqID]*seqSpec{}}
 		for _, n := range []int{1, 8, 32, 128, 256} {
 			for range 3 {
-				s.spec.cost.add(n, a+b*float64(n))
+				s.spec.cost.plain.add(n, a+b*float64(n))
+				s.spec.cost.drafted.add(n, a+b*float64(n))
 			}
 		}
 		for i := range B {
@@ -57,5 +58,147 @@ func TestSpecPlan(t *testing.T) {
 		if B == 200 && drafts != 0 {
 			t.Errorf("200 sequences: %d drafts, want none (a step's tokens cost more than a draft's chance)", drafts)
 		}
+	}
+}
+
+// planBatch plans one step for B sequences whose drafts are each accepted
+// with conditional probability acc, under cost; it returns each
+// sequence's draft count.
+func planBatch(t *testing.T, sp *schedSpec, B int, acc float64) []int {
+	t.Helper()
+	s := &Scheduler{cfg: SchedulerConfig{Context: 4096}, spec: sp}
+	sp.dec = sp.dec[:0]
+	for i := range B {
+		q := &seq{id: kvcache.SeqID(i), st: &Stream{job: Job{MaxTokens: 1000}}, limit: 4096, toks: make([]int32, 10)}
+		st := sp.seq(q.id)
+		for j := range st.lc.acc {
+			st.lc.acc[j], st.lc.seenAcc[j] = acc, true
+		}
+		sp.dec = append(sp.dec, q)
+	}
+	sp.plan(s)
+	ks := make([]int, B)
+	for i, q := range sp.dec {
+		ks[i] = sp.seqs[q.id].k
+	}
+	return ks
+}
+
+func newPlanSpec(nmax int) *schedSpec {
+	return &schedSpec{cfg: Spec{NMin: 0, NMax: nmax}, global: NewLengthControl(0, nmax), seqs: map[kvcache.SeqID]*seqSpec{}}
+}
+
+func sum(xs []int) int {
+	t := 0
+	for _, x := range xs {
+		t += x
+	}
+	return t
+}
+
+// scriptedCost is a machine: a step of n rows without drafts, one of n
+// rows with drafts (dearer rows: exact verification) and the drafter's
+// call of k sequential draft steps.
+type scriptedCost struct {
+	a, bPlain, bDrafted, drafterA, drafterB float64
+}
+
+func (c scriptedCost) feed(sp *schedSpec, rows []int, ks []int) {
+	for _, n := range rows {
+		sp.cost.plain.add(n, c.a+c.bPlain*float64(n))
+		sp.cost.drafted.add(n, c.a+c.bDrafted*float64(n))
+	}
+	for _, k := range ks {
+		sp.cost.drafter.add(k, c.drafterA+c.drafterB*float64(k))
+	}
+}
+
+// TestSpecPlanMeasuredCosts: with the costs of a machine where drafted
+// rows cost half as much again as decode rows and the drafter takes 2 ms a
+// draft step, drafting pays for one sequence and loses for eight, and the
+// planner drafts accordingly; a drafter dearer than what its drafts bring
+// gets none even for one sequence, and a free one does.
+func TestSpecPlanMeasuredCosts(t *testing.T) {
+	m := scriptedCost{a: 20e-3, bPlain: 2e-3, bDrafted: 3e-3, drafterA: 1e-3, drafterB: 2e-3}
+	rows, ks := []int{1, 4, 8, 16, 24, 40}, []int{1, 2, 3, 4}
+	// The same machine by hand: one sequence, 4 drafts of 87 %.
+	e := 1.0
+	for p, j := 1.0, 0; j < 4; j++ {
+		p *= 0.87
+		e += p
+	}
+	if one, with := 1/(m.a+m.bPlain), e/(m.a+5*m.bDrafted+m.drafterA+4*m.drafterB); with <= one {
+		t.Fatalf("scripted machine: one sequence %.1f tok/s with drafts, %.1f without; the case needs drafts to pay", with, one)
+	}
+	sp := newPlanSpec(4)
+	m.feed(sp, rows, ks)
+	if k := planBatch(t, sp, 1, 0.87); sum(k) == 0 {
+		t.Errorf("one sequence, drafts that pay: none planned")
+	}
+	sp = newPlanSpec(4)
+	m.feed(sp, rows, ks)
+	if k := planBatch(t, sp, 8, 0.87); sum(k) != 0 {
+		t.Errorf("eight sequences, where every draft step loses: planned %v", k)
+	}
+
+	dear := scriptedCost{a: 10e-3, bPlain: 1e-3, bDrafted: 1e-3, drafterA: 0, drafterB: 30e-3}
+	sp = newPlanSpec(4)
+	dear.feed(sp, rows, ks)
+	if k := planBatch(t, sp, 1, 0.87); sum(k) != 0 {
+		t.Errorf("a drafter of 30 ms a draft step on a 11 ms step: planned %v", k)
+	}
+	free := dear
+	free.drafterB = 0
+	sp = newPlanSpec(4)
+	free.feed(sp, rows, ks)
+	if k := planBatch(t, sp, 1, 0.87); sum(k) != 4 {
+		t.Errorf("a free drafter on a memory-bound step: planned %v, want 4 drafts", k)
+	}
+}
+
+// TestSpecPlanConverges: starting from nothing measured, a planner whose
+// steps are timed by a machine where drafting loses at batch 8 settles on
+// no drafts but its sparse probes, and one where it pays keeps drafting.
+func TestSpecPlanConverges(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		m    scriptedCost
+		B    int
+		pays bool
+	}{
+		{"compute-bound batch of 8", scriptedCost{a: 20e-3, bPlain: 2e-3, bDrafted: 3e-3, drafterA: 1e-3, drafterB: 2e-3}, 8, false},
+		{"one sequence", scriptedCost{a: 20e-3, bPlain: 2e-3, bDrafted: 3e-3, drafterA: 1e-3, drafterB: 2e-3}, 1, true},
+		{"slow drafter", scriptedCost{a: 10e-3, bPlain: 1e-3, bDrafted: 1e-3, drafterB: 30e-3}, 1, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sp := newPlanSpec(4)
+			const steps, tail = 600, 256
+			drafted := 0
+			for step := range steps {
+				ks := planBatch(t, sp, c.B, 0.87)
+				rows, kmax := c.B+sum(ks), 0
+				for _, k := range ks {
+					kmax = max(kmax, k)
+				}
+				if kmax > 0 {
+					sp.cost.drafter.add(kmax, c.m.drafterA+c.m.drafterB*float64(kmax))
+					sp.cost.drafted.add(rows, c.m.a+c.m.bDrafted*float64(rows))
+				} else {
+					sp.cost.plain.add(rows, c.m.a+c.m.bPlain*float64(rows))
+				}
+				if step >= steps-tail && kmax > 0 {
+					drafted++
+				}
+			}
+			t.Logf("steps with drafts in the last %d: %d", tail, drafted)
+			// Probes come at most every probeMax steps once settled.
+			if !c.pays && drafted > tail/probeMax+1 {
+				t.Errorf("drafting loses, yet %d of the last %d steps drafted", drafted, tail)
+			}
+			// Plain probes take at most one step in probeMax.
+			if c.pays && drafted < tail-tail/probeMax-1 {
+				t.Errorf("drafting pays, yet only %d of the last %d steps drafted", drafted, tail)
+			}
+		})
 	}
 }
