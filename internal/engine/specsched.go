@@ -45,6 +45,9 @@ type schedSpec struct {
 	// Steps planned with drafts since the last without (sincePlain), and
 	// how many make the next plain probe (plainProbe, 0: probeFirst).
 	sincePlain, plainProbe int
+	// Steps planned without any draft in a row (zeros), and how many make
+	// the next probe of one draft for every sequence (probe, 0: probeFirst).
+	zeros, probe int
 
 	// A drafter of hidden states (mtp): every prompt token is an output,
 	// and the states of the prompt chunks and of the kept tokens go to it.
@@ -64,8 +67,7 @@ type seqSpec struct {
 	lc      *LengthControl // this sequence's acceptance
 	drafts  []int32
 	k       int
-	zeros   int // steps planned without a draft in a row
-	probe   int // zeros before the next one-draft probe (0: probeFirst)
+	zeros   int // steps with drafts planned for others but not this one, in a row
 	sampler *sample.Sampler
 	req     int // its request in the step, -1 when none
 	rows    int // output rows in the step
@@ -220,10 +222,14 @@ func (c *specCost) choose(n, baseRows, baseK int, baseTok float64, cands []draft
 	return bestM
 }
 
-// Probes: a sequence planned without drafts drafts one token after
-// probeFirst such steps, then after twice as many each time the plan still
-// declines, up to probeMax, so that a drafter that does not pay costs
-// almost nothing while its acceptance and costs stay measured.
+// Probes: after probeFirst steps planned without any draft, every
+// sequence drafts one token in the same step (one drafter call, one step
+// of verification: probing one sequence at a time would pay those per
+// sequence), then after twice as many each time the plan still declines,
+// up to probeMax, so that a drafter that does not pay costs almost nothing
+// while its acceptance and costs stay measured. A sequence left without
+// drafts in steps that draft for others drafts one every probeFirst such
+// steps (a row more in a step that verifies anyway).
 const (
 	probeFirst = 8
 	probeMax   = 64
@@ -285,7 +291,7 @@ func (sp *schedSpec) seq(id kvcache.SeqID) *seqSpec {
 		// A new sequence starts from what the others' drafts did.
 		copy(q.lc.acc, sp.global.acc)
 		copy(q.lc.seenAcc, sp.global.seenAcc)
-		q.zeros, q.probe, q.sampler = 0, 0, nil
+		q.zeros, q.sampler = 0, nil
 		sp.seqs[id] = q
 	}
 	return q
@@ -386,19 +392,32 @@ func (sp *schedSpec) plan(s *Scheduler) {
 			m--
 		}
 	}
+	drafting := false
+	for _, q := range sp.dec {
+		drafting = drafting || sp.seqs[q.id].k > 0
+	}
+	if sp.probe == 0 {
+		sp.probe = probeFirst
+	}
+	probe := false
+	if drafting {
+		sp.zeros, sp.probe = 0, probeFirst
+	} else if sp.zeros++; sp.zeros >= sp.probe {
+		// Is the drafter agreeing, or cheaper, now?
+		probe, sp.zeros, sp.probe = true, 0, min(2*sp.probe, probeMax)
+	}
 	for _, q := range sp.dec {
 		st := sp.seqs[q.id]
-		if st.k == 0 && q.st.job.Constraint == nil && s.room(q) > 0 {
-			st.zeros++
-			if st.probe == 0 {
-				st.probe = probeFirst
+		if st.k > 0 || q.st.job.Constraint != nil || s.room(q) == 0 {
+			st.zeros = 0
+			continue
+		}
+		if probe {
+			st.k = 1
+		} else if drafting {
+			if st.zeros++; st.zeros >= probeFirst {
+				st.k, st.zeros = 1, 0
 			}
-			if st.zeros >= st.probe {
-				st.k = 1 // a probe: is the drafter agreeing, or cheaper, now?
-				st.zeros, st.probe = 0, min(2*st.probe, probeMax)
-			}
-		} else if st.k > 0 {
-			st.zeros, st.probe = 0, probeFirst
 		}
 	}
 }
