@@ -269,8 +269,12 @@ func (d *dotImpl) vecConv(cols int) (conv func(dst []byte, src []float32), ldx i
 
 // vecRows computes rows r0..r1-1 of the product of w (ldw bytes a row) and
 // one vector x of cols values converted as vecConv says, into dst[r0:r1],
-// by the row dot.
+// by the row dot (its rows form where there is one: the same bits).
 func (d *dotImpl) vecRows(cols int, w []byte, ldw int, x []byte, dst []float32, r0, r1 int) {
+	if d.rows != nil {
+		d.rows(cols, w[r0*ldw:], ldw, x, dst[r0:r1])
+		return
+	}
 	for r := r0; r < r1; r++ {
 		dst[r] = d.dot(cols, w[r*ldw:(r+1)*ldw], x)
 	}
