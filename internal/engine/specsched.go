@@ -189,12 +189,8 @@ func (c *specCost) drafterTime(k int) float64 {
 	if a, b, ok := c.drafter.slope(); ok {
 		return a + b*float64(k)
 	}
-	// One length seen: each draft step more at the prior share of the
-	// measured call. Optimistic on purpose (a draft model's call may be
-	// mostly its catch-up on the sequence's new tokens, or mostly its
-	// steps): a longer call gets tried, and then the line is measured.
 	x, y := c.drafter.mean()
-	return max(0, y*(1+costPrior*(float64(k)-x)))
+	return y / max(x, 1) * float64(k)
 }
 
 // choose is how many of cands (best first, each a sequence's next draft)
