@@ -114,8 +114,14 @@ func TestSchedulerSpecGreedy(t *testing.T) {
 			scrape.Wait()
 			st := s.SpecStats()
 			t.Logf("%s", st)
-			if st.DraftedTotal() == 0 || st.AcceptedTotal() == 0 {
-				t.Errorf("no drafts accepted: %s", st)
+			// A fixed length drafts every step, so its drafts must be
+			// made and kept. The adaptive planner plans from measured
+			// costs, and on stories260K (a step is per-token overhead)
+			// drafting does not pay: it may keep to its probes, which
+			// must still be made (and verified: the equality above).
+			fixed := sp.NMin == sp.NMax
+			if st.DraftedTotal() == 0 || (fixed && st.AcceptedTotal() == 0) {
+				t.Errorf("fixed %v: no drafts made or, at a fixed length, none accepted: %s", fixed, st)
 			}
 		})
 	}
