@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"braid/internal/kvcache"
 	"braid/internal/model"
@@ -269,7 +270,14 @@ func runFake(t *testing.T, f *fakePipe, cfg SchedulerConfig, jobs []fakeJob) ([]
 	for i, st := range streams {
 		toks[i], res[i] = collect(t, st)
 	}
-	return toks, res, s.Counters()
+	// The loop publishes its busy count after it has sent a request's
+	// last result, so a reader right after the last result can see the
+	// step before: wait (bounded) for the loop to get there.
+	c := s.Counters()
+	for deadline := time.Now().Add(5 * time.Second); c.Busy != 0 && time.Now().Before(deadline); c = s.Counters() {
+		time.Sleep(time.Millisecond)
+	}
+	return toks, res, c
 }
 
 func checkViolations(t *testing.T, f *fakePipe) {
