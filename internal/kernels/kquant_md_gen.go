@@ -348,28 +348,9 @@ func genQ4(p func(string, ...any), f mdFormat, C int) {
 	}
 	p("\tVMOVDQU64 kqmdMinDup<>(SB), Y29")
 	rowStart(p, name, C)
-	for c := 0; c < C; c++ {
-		p("\tVPXORD Z%d, Z%d, Z%d", 20+c, 20+c, 20+c)
-		p("\tVPXORD Z%d, Z%d, Z%d", 12+c, 12+c, 12+c)
-	}
+	k4Zero(p, C)
 	p("%s_loop:", name)
-	// KQ_SCALES_K4V(4), then the words as the row dot takes them.
-	p("\tVMOVDQU32 4(SI), X17")
-	p("\tVPSHUFB kqmdK4Shuf<>(SB), X17, X17")
-	p("\tVPSLLQ $30, X17, X18")
-	p("\tVPSRLVD kqmdK4Srl<>(SB), X17, X17")
-	p("\tVPANDD kqmdK4Lo<>(SB), X17, X17")
-	p("\tVPTERNLOGD $0xf8, kqmdK4Hi<>(SB), X18, X17")
-	p("\tVPMOVZXBW X17, Y4")
-	p("\tVPERMW Y4, Y29, Y9")
-	for c := 0; c < 4; c++ {
-		p("\tVPERMW Z4, Z%d, Z%d", 25+c, 5+c)
-	}
-	// KQ_DMIN512's d and dmin, before the columns' d(x).
-	p("\tVCVTPH2PS (SI), X17")
-	p("\tVBROADCASTSS X17, Z10")
-	p("\tVMOVSHDUP X17, X18")
-	p("\tVBROADCASTSS X18, Y11")
+	k4Header(p)
 	// KQ_Q4_CHUNK512's codes.
 	for c := 0; c < 4; c++ {
 		p("\tVBROADCASTI64X4 %d(SI), Z%d", 16+32*c, c)
@@ -425,26 +406,9 @@ func genQ5(p func(string, ...any), f mdFormat, C int) {
 	}
 	p("\tVMOVDQU64 kqmdMinDup<>(SB), Y29")
 	rowStart(p, name, C)
-	for c := 0; c < C; c++ {
-		p("\tVPXORD Z%d, Z%d, Z%d", 20+c, 20+c, 20+c)
-		p("\tVPXORD Z%d, Z%d, Z%d", 12+c, 12+c, 12+c)
-	}
+	k4Zero(p, C)
 	p("%s_loop:", name)
-	p("\tVMOVDQU32 4(SI), X17")
-	p("\tVPSHUFB kqmdK4Shuf<>(SB), X17, X17")
-	p("\tVPSLLQ $30, X17, X18")
-	p("\tVPSRLVD kqmdK4Srl<>(SB), X17, X17")
-	p("\tVPANDD kqmdK4Lo<>(SB), X17, X17")
-	p("\tVPTERNLOGD $0xf8, kqmdK4Hi<>(SB), X18, X17")
-	p("\tVPMOVZXBW X17, Y4")
-	p("\tVPERMW Y4, Y29, Y9")
-	for c := 0; c < 4; c++ {
-		p("\tVPERMW Z4, Z%d, Z%d", 25+c, 5+c)
-	}
-	p("\tVCVTPH2PS (SI), X17")
-	p("\tVBROADCASTSS X17, Z10")
-	p("\tVMOVSHDUP X17, X18")
-	p("\tVBROADCASTSS X18, Y11")
+	k4Header(p)
 	// The codes with their fifth bits, as the row dot builds them: Z17 =
 	// [qh, qh>>2]; group g (codes at 48+64g) takes bits 2g and 2g+1 of
 	// qh for its low and high nibbles.
@@ -494,4 +458,35 @@ func genQ5(p func(string, ...any), f mdFormat, C int) {
 	}
 	blockEnd(p, name, f, C)
 	rowEnd(p, name, C, func(c int) int { return 20 + c }, func(c int) int { return 12 + c })
+}
+
+// k4Zero clears the C columns' accumulators of the Q4_K and Q5_K kernels
+// (Z20-, and the min accumulators Z12-).
+func k4Zero(p func(string, ...any), C int) {
+	for c := 0; c < C; c++ {
+		p("\tVPXORD Z%d, Z%d, Z%d", 20+c, 20+c, 20+c)
+		p("\tVPXORD Z%d, Z%d, Z%d", 12+c, 12+c, 12+c)
+	}
+}
+
+// k4Header is the block header Q4_K and Q5_K share: KQ_SCALES_K4V(4)'s
+// scales and mins as words the way the row dot takes them (Y9 the mins,
+// Z5-Z8 each chunk's scales), then KQ_DMIN512's d (Z10) and dmin (Y11),
+// before the columns' d(x).
+func k4Header(p func(string, ...any)) {
+	p("\tVMOVDQU32 4(SI), X17")
+	p("\tVPSHUFB kqmdK4Shuf<>(SB), X17, X17")
+	p("\tVPSLLQ $30, X17, X18")
+	p("\tVPSRLVD kqmdK4Srl<>(SB), X17, X17")
+	p("\tVPANDD kqmdK4Lo<>(SB), X17, X17")
+	p("\tVPTERNLOGD $0xf8, kqmdK4Hi<>(SB), X18, X17")
+	p("\tVPMOVZXBW X17, Y4")
+	p("\tVPERMW Y4, Y29, Y9")
+	for c := 0; c < 4; c++ {
+		p("\tVPERMW Z4, Z%d, Z%d", 25+c, 5+c)
+	}
+	p("\tVCVTPH2PS (SI), X17")
+	p("\tVBROADCASTSS X17, Z10")
+	p("\tVMOVSHDUP X17, X18")
+	p("\tVBROADCASTSS X18, Y11")
 }
