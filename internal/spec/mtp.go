@@ -126,9 +126,14 @@ func (d *MTP) Observe(seq kvcache.SeqID, toks []int32, pos int, hidden []float32
 	if len(s.pend)/d.E < flushRows {
 		return nil
 	}
-	// Every input whose token and state are known: j < len(toks), j-1 <
-	// known.
-	J := min(len(toks), s.known(d.E)+1)
+	// Every input whose token and state are known (j-1 < known) but the
+	// last token of toks: a caller that hands over the tokens a
+	// verification produced (the Generator) includes the pending one,
+	// whose output row the next Draft needs, so Draft evaluates it.
+	J := min(len(toks)-1, s.known(d.E)+1)
+	if J <= s.n {
+		return nil
+	}
 	d.batch.Reset()
 	d.outs = 0
 	for j := s.n; j < J; j++ {

@@ -215,3 +215,72 @@ func TestMTPRefusals(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// TestMTPDraftAfterPlainSteps: the Generator hands the drafter, after each
+// verification, every token known by then, the pending one included; after
+// 16 or more steps without drafts (a length controller that keeps to zero)
+// the pending states are flushed through the head, and the next Draft must
+// still find the pending token unevaluated (its output row is the first
+// draft) and propose what the head evaluated from scratch proposes.
+func TestMTPDraftAfterPlainSteps(t *testing.T) {
+	path := sharedModel(t, "glm4moe/tiny-glm4moe-F32.gguf")
+	lm := load(t, path, model.Options{MTP: true}, 256)
+	E, V := lm.m.Cfg.Embd, lm.m.Cfg.Vocab
+	toks := slices.Concat(prompt, prompt, prompt[:5]) // 37 tokens
+	L := len(toks)
+	// The trunk's states of every position but the last, in one batch.
+	var bt model.Batch
+	for j := 0; j < L-1; j++ {
+		bt.Add(toks[j], int32(j), 0, true)
+	}
+	logits, hidden := make([]float32, (L-1)*V), make([]float32, (L-1)*E)
+	if err := lm.m.ForwardHidden(lm.cache, &bt, logits, hidden); err != nil {
+		t.Fatal(err)
+	}
+	// The head from scratch over toks: its argmax at the last position.
+	hprev := make([]float32, L*E)
+	copy(hprev[E:], hidden)
+	hc, err := lm.m.NewMTPCache(model.CacheSize{Positions: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bt.Reset()
+	for j := 0; j < L; j++ {
+		bt.Add(toks[j], int32(j), 0, j == L-1)
+	}
+	row, hout := make([]float32, V), make([]float32, E)
+	if err := lm.m.ForwardMTPHidden(hc, &bt, hprev, row, hout); err != nil {
+		t.Fatal(err)
+	}
+	want := argmax(row)
+
+	for _, plain := range []int{1, 15, 16, 17, 20} {
+		mc, err := lm.m.NewMTPCache(model.CacheSize{Positions: 256})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := NewMTP(lm.m, mc, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The prompt, then plain steps each handing over one state with
+		// the tokens known after it (the pending one included).
+		P := L - 1 - plain
+		if err := d.Observe(1, toks[:P], 0, hidden[:P*E]); err != nil {
+			t.Fatalf("%d plain steps: prompt: %v", plain, err)
+		}
+		for n := P; n < L-1; n++ {
+			if err := d.Observe(1, toks[:n+2], n, hidden[n*E:(n+1)*E]); err != nil {
+				t.Fatalf("%d plain steps: step at %d: %v", plain, n, err)
+			}
+		}
+		reqs := []engine.DraftRequest{{Seq: 1, Toks: toks, Max: 1}}
+		if err := d.Draft(reqs); err != nil {
+			t.Fatalf("%d plain steps: %v", plain, err)
+		}
+		if len(reqs[0].Out) != 1 || reqs[0].Out[0] != want {
+			t.Errorf("%d plain steps: drafted %v, the head from scratch says %d", plain, reqs[0].Out, want)
+		}
+		d.End(1)
+	}
+}
