@@ -295,17 +295,19 @@ func sum64(xs []int64) int64 {
 // length is compared by its own time, not the line's: a step with drafts
 // pays costs a step without has not (the drafter's call, exact
 // verification), which a line through k = 0 would spread over the
-// drafts. When the best is 0 it still drafts one token every eighth step,
-// so that a drafter that starts to agree is noticed; when it is not, a
-// step without drafts comes now and then (after probeFirst steps, then
-// twice as many each time up to probeMax), so that T(0) stays measured.
+// drafts. When the best is 0 it still drafts one token now and then, so
+// that a drafter that starts to agree is noticed; when it is not, a step
+// without drafts comes now and then, so that T(0) stays measured (both
+// after probeFirst steps, then twice as many each time the choice stays,
+// up to probeMax).
 type LengthControl struct {
 	nmin, nmax int
 	acc        []float64 // conditional acceptance of draft position j (from 0)
 	seenAcc    []bool
 	t          []float64 // moving average of a step's seconds with k drafts
 	seenT      []bool
-	zeros      int
+	zeros      int // steps without drafts since the last with
+	zeroProbe  int // zeros that make the next one-draft step (0: probeFirst)
 	drafting   int // steps with drafts since the last without
 	plainProbe int // drafting steps that make the next step without (0: probeFirst)
 	// Scale multiplies the per-draft cost (a batch of many sequences makes
@@ -397,12 +399,16 @@ func (c *LengthControl) Next() int {
 		}
 	}
 	if best == 0 {
-		c.plainProbe = probeFirst
-		c.zeros++
-		if c.zeros%8 == 0 {
+		c.plainProbe, c.drafting = probeFirst, 0
+		if c.zeroProbe == 0 {
+			c.zeroProbe = probeFirst
+		}
+		if c.zeros++; c.zeros >= c.zeroProbe {
+			c.zeros, c.zeroProbe = 0, min(2*c.zeroProbe, probeMax)
 			return 1
 		}
 	} else if c.nmin == 0 {
+		c.zeros, c.zeroProbe = 0, probeFirst
 		if c.plainProbe == 0 {
 			c.plainProbe = probeFirst
 		}
