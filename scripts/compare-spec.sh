@@ -3,7 +3,7 @@
 # llama-server on the same target GGUF with the same draft GGUF and the same
 # synthetic acceptance rates, each beside itself without speculation, driven
 # by `braid bench serve` (streaming completions, ignore_eos), rounds
-# interleaved (alternating which engine goes first). Five servers run at once
+# interleaved (alternating which engine goes first). Six servers run at once
 # (one measured at a time):
 #
 #   braid-none   braid serve, no speculation
@@ -13,6 +13,9 @@
 #                0 (it drafts n-max every step and verifies in one batch)
 #   braid-auto   --spec draft with braid's defaults: adaptive length up to
 #                NMAX, exact verification (greedy output = plain output)
+#   braid-autot  the adaptive length verified with the tiles
+#                (--spec-exact=false): the planner beside braid-fixed, with
+#                the same verification cost
 #   llama-none   llama-server, no speculation
 #   llama-draft  llama-server -md DRAFT --spec-type draft-simple
 #                --spec-draft-n-max NMAX --spec-draft-p-min 0
@@ -74,7 +77,7 @@ with open(sys.argv[1], "w") as f:
         f.write(json.dumps({"prompt": f"Note {i}: " + " ".join(ws) + ".", "output_len": int(sys.argv[2])}) + "\n")
 PY
 spec_common=(--spec draft --model-draft "$draft" --spec-n-max "$NMAX" --spec-synth-rates "$RATES")
-declare -A port=([braid-none]=18281 [braid-fixed]=18282 [braid-auto]=18283 [llama-none]=18284 [llama-draft]=18285)
+declare -A port=([braid-none]=18281 [braid-fixed]=18282 [braid-auto]=18283 [llama-none]=18284 [llama-draft]=18285 [braid-autot]=18286)
 pids=()
 declare -A pid
 trap 'kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null' EXIT
@@ -95,6 +98,7 @@ lserve() { # name, extra flags... (llama-server divides -c among its slots)
 bserve braid-none
 bserve braid-fixed "${spec_common[@]}" --spec-n-min "$NMAX" --spec-exact=false
 bserve braid-auto "${spec_common[@]}"
+bserve braid-autot "${spec_common[@]}" --spec-exact=false
 lserve llama-none
 lserve llama-draft -md "$draft" --spec-type draft-simple --spec-draft-n-max "$NMAX" --spec-draft-n-min 0 \
 	--spec-draft-p-min 0 -td "$THREADS" --spec-synth-rates "$RATES"
@@ -120,7 +124,7 @@ for r in $(seq 1 "$ROUNDS"); do
 		for e in $order; do
 			if [ $e = braid ]; then
 				has "$CONC" "$c" || continue
-				for s in braid-none braid-fixed braid-auto; do run $s "$c" "$r"; done
+				for s in braid-none braid-fixed braid-auto braid-autot; do run $s "$c" "$r"; done
 			else
 				has "$LLAMA_CONC" "$c" || continue
 				for s in llama-none llama-draft; do run $s "$c" "$r"; done
@@ -130,7 +134,7 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 echo "end: $(uptime)" >> "$out/uptime.txt"
 # Each speculative server's own acceptance, as it counted it.
-for s in braid-fixed braid-auto; do
+for s in braid-fixed braid-auto braid-autot; do
 	echo "$s: $(curl -s "http://127.0.0.1:${port[$s]}/metrics" | grep -E '^braid_spec_acceptance_ratio' | tr '\n' ' ')" >> "$out/acceptance.txt"
 done
 grep -E 'draft acceptance|acceptance rate|n_draft' "$out/llama-draft.log" | tail -3 >> "$out/acceptance.txt" || true
@@ -141,7 +145,7 @@ def load(s, c):
     return {int(p.rsplit(".", 2)[1]): json.load(open(p)) for p in glob.glob(f"{out}/{s}.c{c}.*.json")}
 def st(xs): return statistics.median(xs), min(xs), max(xs)
 def fmt(t, d=2): return f"{t[0]:.{d}f} [{t[1]:.{d}f}-{t[2]:.{d}f}]"
-servers = ["braid-none", "braid-fixed", "braid-auto", "llama-none", "llama-draft"]
+servers = ["braid-none", "braid-fixed", "braid-auto", "braid-autot", "llama-none", "llama-draft"]
 res = {(s, c): load(s, c) for s in servers for c in sorted(set(conc + lconc), key=int)}
 print("| server | concurrency | output tok/s | median TPOT ms | failed | rounds |")
 print("|---|---|---|---|---|---|")
@@ -163,7 +167,8 @@ def ratio(a, b, c, key):
 print("| ratio (per round) | concurrency | output tok/s | 1/TPOT | per-round tok/s ratios |")
 print("|---|---|---|---|---|")
 pairs = [("braid-fixed", "llama-draft", lconc), ("braid-none", "llama-none", lconc),
-         ("braid-fixed", "braid-none", conc), ("braid-auto", "braid-none", conc), ("llama-draft", "llama-none", lconc)]
+         ("braid-fixed", "braid-none", conc), ("braid-auto", "braid-none", conc), ("braid-autot", "braid-none", conc),
+         ("braid-autot", "braid-fixed", conc), ("llama-draft", "llama-none", lconc)]
 for a, b, cs in pairs:
     for c in cs:
         if any(c not in (conc if x.startswith("braid") else lconc) for x in (a, b)): continue
