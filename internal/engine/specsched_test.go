@@ -202,3 +202,86 @@ func TestSpecPlanConverges(t *testing.T) {
 		})
 	}
 }
+
+// TestSpecPlanRateNearBest: from nothing measured, a planner timed by a
+// scripted machine reaches, over its last steps, at least 90 % of the
+// expected tokens per second of the best fixed draft length on that
+// machine (probes included). The machines include a drafter whose call
+// has a fixed part (a draft model's catch-up on the new tokens, its
+// per-call work) beside a per-draft-step part, where the best length is
+// the longest: a planner that extrapolates a call measured at one length
+// in proportion stays at one draft and makes ~75 % of the best.
+func TestSpecPlanRateNearBest(t *testing.T) {
+	const acc = 0.87
+	for _, c := range []struct {
+		name string
+		m    scriptedCost
+		B    int
+	}{
+		{"one sequence, drafter with a fixed part", scriptedCost{a: 33e-3, bPlain: 2e-3, bDrafted: 6e-3, drafterA: 4e-3, drafterB: 3e-3}, 1},
+		{"one sequence, exact verification", scriptedCost{a: 33e-3, bPlain: 2e-3, bDrafted: 12e-3, drafterA: 4e-3, drafterB: 3e-3}, 1},
+		{"four sequences", scriptedCost{a: 33e-3, bPlain: 4e-3, bDrafted: 6e-3, drafterA: 4e-3, drafterB: 4e-3}, 4},
+		{"compute-bound batch of 8", scriptedCost{a: 20e-3, bPlain: 2e-3, bDrafted: 3e-3, drafterA: 1e-3, drafterB: 2e-3}, 8},
+		{"slow drafter", scriptedCost{a: 10e-3, bPlain: 1e-3, bDrafted: 1e-3, drafterB: 30e-3}, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			const nmax = 4
+			// The rate of every sequence drafting k every step.
+			rate := func(k int) float64 {
+				e, p := 1.0, 1.0
+				for range k {
+					p *= acc
+					e += p
+				}
+				if k == 0 {
+					return float64(c.B) / (c.m.a + c.m.bPlain*float64(c.B))
+				}
+				rows := float64(c.B * (1 + k))
+				return float64(c.B) * e / (c.m.a + c.m.bDrafted*rows + c.m.drafterA + c.m.drafterB*float64(k))
+			}
+			best, bestK := 0.0, 0
+			for k := 0; k <= nmax; k++ {
+				if r := rate(k); r > best {
+					best, bestK = r, k
+				}
+			}
+			sp := newPlanSpec(nmax)
+			const steps, tail = 800, 300
+			var tok, secs float64
+			hist := make([]int, nmax+1)
+			for step := range steps {
+				ks := planBatch(t, sp, c.B, acc)
+				rows, kmax := c.B+sum(ks), 0
+				e := float64(c.B)
+				for _, k := range ks {
+					kmax = max(kmax, k)
+					for p, j := 1.0, 0; j < k; j++ {
+						p *= acc
+						e += p
+					}
+				}
+				var st float64
+				if kmax > 0 {
+					d := c.m.drafterA + c.m.drafterB*float64(kmax)
+					sp.cost.drafter.add(kmax, d)
+					st = c.m.a + c.m.bDrafted*float64(rows)
+					sp.cost.drafted.add(rows, st)
+					st += d
+				} else {
+					st = c.m.a + c.m.bPlain*float64(rows)
+					sp.cost.plain.add(rows, st)
+				}
+				if step >= steps-tail {
+					tok += e
+					secs += st
+					hist[kmax]++
+				}
+			}
+			got := tok / secs
+			t.Logf("best fixed length %d: %.1f tok/s; the planner %.1f tok/s (%.2f), steps by longest draft %v", bestK, best, got, got/best, hist)
+			if got < 0.9*best {
+				t.Errorf("the planner makes %.1f tok/s, %.2f of the best fixed length's (%d drafts, %.1f tok/s); steps by longest draft %v", got, got/best, bestK, best, hist)
+			}
+		})
+	}
+}
