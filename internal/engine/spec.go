@@ -304,6 +304,7 @@ type LengthControl struct {
 	nmin, nmax int
 	acc        []float64 // conditional acceptance of draft position j (from 0)
 	seenAcc    []bool
+	nAcc       []int     // observations behind acc[j]
 	t          []float64 // moving average of a step's seconds with k drafts
 	seenT      []bool
 	zeros      int // steps without drafts since the last with
@@ -323,7 +324,7 @@ const (
 
 // NewLengthControl makes a controller for lengths in [nmin, nmax].
 func NewLengthControl(nmin, nmax int) *LengthControl {
-	return &LengthControl{nmin: nmin, nmax: nmax, acc: make([]float64, nmax), seenAcc: make([]bool, nmax),
+	return &LengthControl{nmin: nmin, nmax: nmax, acc: make([]float64, nmax), seenAcc: make([]bool, nmax), nAcc: make([]int, nmax),
 		t: make([]float64, nmax+1), seenT: make([]bool, nmax+1)}
 }
 
@@ -427,11 +428,15 @@ func (c *LengthControl) Update(drafted, accepted int, d time.Duration) {
 		if j < accepted {
 			x = 1
 		}
+		// The mean of the prior and the observations until there are
+		// enough of them, then a moving average: a position reached
+		// rarely (the plan keeps short of it) must not keep the verdict
+		// of its first one or two drafts for long.
 		if !c.seenAcc[j] {
-			c.acc[j], c.seenAcc[j] = 0.5*(accPrior+x), true
-		} else {
-			c.acc[j] += emaWeight * (x - c.acc[j])
+			c.acc[j], c.seenAcc[j], c.nAcc[j] = accPrior, true, 0
 		}
+		c.nAcc[j]++
+		c.acc[j] += max(emaWeight, 1/float64(c.nAcc[j]+1)) * (x - c.acc[j])
 	}
 	if d > 0 && drafted <= c.nmax {
 		s := d.Seconds()
@@ -451,6 +456,16 @@ func (c *LengthControl) Acceptance() []float64 {
 		out[j] = c.accept(j)
 	}
 	return out
+}
+
+// inherit starts c's acceptance from from's, each position's weight
+// capped at n observations so that c soon follows its own drafts.
+func (c *LengthControl) inherit(from *LengthControl, n int) {
+	copy(c.acc, from.acc)
+	copy(c.seenAcc, from.seenAcc)
+	for j := range c.nAcc {
+		c.nAcc[j] = min(from.nAcc[j], n)
+	}
 }
 
 // synthCond turns per-position acceptance rates (the share of steps whose

@@ -48,6 +48,15 @@ type schedSpec struct {
 	// Steps planned without any draft in a row (zeros), and how many make
 	// the next probe of one draft for every sequence (probe, 0: probeFirst).
 	zeros, probe int
+	// Steps planned with drafts since the last one draft deeper than the
+	// plan (sinceDeep), and how many make the next (deepProbe, 0:
+	// probeFirst).
+	sinceDeep, deepProbe int
+	// probing: this step is a probe of the zero regime; stepTok counts the
+	// tokens the step's verifications make.
+	probing bool
+	stepTok int
+	probeN  int // zero-regime probes so far
 
 	// A drafter of hidden states (mtp): every prompt token is an output,
 	// and the states of the prompt chunks and of the kept tokens go to it.
@@ -120,7 +129,11 @@ func (c *stepCost) slope() (a, b float64, ok bool) {
 		return 0, 0, false
 	}
 	mx, my := c.sx/c.n, c.sy/c.n
-	if vx := c.sxx/c.n - mx*mx; vx > 0.25 {
+	// The spread of x, as the weighted sum of squared deviations: about
+	// one recent observation at another size is enough (the deeper drafts
+	// the plan probes now and then are what spreads a one-sequence plan's
+	// rows).
+	if vx := c.sxx/c.n - mx*mx; vx*c.n >= 0.5 {
 		b = (c.sxy/c.n - mx*my) / vx
 		a = my - b*mx
 		if a > 0 && b > 0 {
@@ -233,6 +246,9 @@ func (c *specCost) choose(n, baseRows, baseK int, baseTok float64, cands []draft
 const (
 	probeFirst = 8
 	probeMax   = 64
+	// inheritObs caps the weight of the batch's acceptance in a new
+	// sequence's own estimate (observations).
+	inheritObs = 4
 )
 
 func (s *Scheduler) initSpec() error {
@@ -289,8 +305,7 @@ func (sp *schedSpec) seq(id kvcache.SeqID) *seqSpec {
 			q = &seqSpec{lc: NewLengthControl(sp.cfg.NMin, sp.cfg.NMax), drafts: make([]int32, 0, sp.cfg.NMax)}
 		}
 		// A new sequence starts from what the others' drafts did.
-		copy(q.lc.acc, sp.global.acc)
-		copy(q.lc.seenAcc, sp.global.seenAcc)
+		q.lc.inherit(sp.global, inheritObs)
 		q.zeros, q.sampler = 0, nil
 		sp.seqs[id] = q
 	}
@@ -393,18 +408,44 @@ func (sp *schedSpec) plan(s *Scheduler) {
 		}
 	}
 	drafting := false
+	var deepest *seqSpec
 	for _, q := range sp.dec {
-		drafting = drafting || sp.seqs[q.id].k > 0
+		st := sp.seqs[q.id]
+		drafting = drafting || st.k > 0
+		if st.k > 0 && st.k < s.room(q) && q.st.job.Constraint == nil && (deepest == nil || st.k > deepest.k) {
+			deepest = st
+		}
+	}
+	// Now and then one draft more than planned for the sequence with the
+	// most: the next position's acceptance and what a longer step costs
+	// (the drafter's further step, a row more to verify) are only learnt
+	// by drafting it, and a plan that never goes past what it has measured
+	// keeps the verdict of a first unlucky draft, or a cost line through
+	// one length, for good.
+	if deepest != nil {
+		if sp.deepProbe == 0 {
+			sp.deepProbe = probeFirst
+		}
+		if sp.sinceDeep++; sp.sinceDeep >= sp.deepProbe {
+			deepest.k++
+			sp.sinceDeep, sp.deepProbe = 0, min(2*sp.deepProbe, probeMax)
+		}
 	}
 	if sp.probe == 0 {
 		sp.probe = probeFirst
 	}
 	probe := false
+	sp.probing = false
 	if drafting {
 		sp.zeros, sp.probe = 0, probeFirst
 	} else if sp.zeros++; sp.zeros >= sp.probe {
 		// Is the drafter agreeing, or cheaper, now?
 		probe, sp.zeros, sp.probe = true, 0, min(2*sp.probe, probeMax)
+		sp.probing = true
+	}
+	deep := false
+	if probe {
+		sp.probeN++
 	}
 	for _, q := range sp.dec {
 		st := sp.seqs[q.id]
@@ -413,13 +454,32 @@ func (sp *schedSpec) plan(s *Scheduler) {
 			continue
 		}
 		if probe {
+			// Every other probe, one sequence drafts as far as it may:
+			// where one draft loses but several pay (a step with drafts
+			// costs a fixed part more), only a longer step shows it.
 			st.k = 1
+			if sp.probeN%2 == 0 && !deep {
+				st.k, deep = s.room(q), true
+			}
 		} else if drafting {
 			if st.zeros++; st.zeros >= probeFirst {
 				st.k, st.zeros = 1, 0
 			}
 		}
 	}
+}
+
+// probed takes the outcome of a step of n decoding sequences that made
+// rate tokens per second: when it was a probe of the zero regime and beat
+// the plain step, the next probe comes after probeFirst steps again
+// instead of twice as many (a drafter that pays is found back quickly,
+// where the plan's acceptance estimate had fallen below the break-even
+// point by chance).
+func (sp *schedSpec) probed(n int, rate float64) {
+	if sp.probing && rate > float64(n)/sp.cost.plainTime(n) {
+		sp.probe = probeFirst
+	}
+	sp.probing = false
 }
 
 // draftSampler is q's sampler for drafts drawn from the drafter's
@@ -466,16 +526,18 @@ func (s *Scheduler) stepSpec() {
 		sp.owner = append(sp.owner, st)
 		draftSteps = max(draftSteps, st.k)
 	}
+	var drafterSecs float64
 	if len(sp.reqs) > 0 {
 		t := time.Now()
 		err := sp.cfg.Drafter.Draft(sp.reqs)
+		drafterSecs = time.Since(t).Seconds()
 		if err != nil {
 			// A drafter that fails costs the drafts, not the requests.
 			for i := range sp.reqs {
 				sp.reqs[i].Out = sp.reqs[i].Out[:0]
 			}
 		} else {
-			sp.cost.drafter.add(draftSteps, time.Since(t).Seconds())
+			sp.cost.drafter.add(draftSteps, drafterSecs)
 		}
 		for i := range sp.reqs {
 			r := &sp.reqs[i]
@@ -587,6 +649,7 @@ func (s *Scheduler) stepSpec() {
 		}
 	}
 	a := s.active[:0]
+	sp.stepTok = 0
 	sp.mu.Lock()
 	for _, q := range s.active {
 		if q.logits == -2 {
@@ -618,11 +681,13 @@ func (s *Scheduler) stepSpec() {
 	// The step's time, its verification included, fits the line of its
 	// kind; steps with prompt chunks do not (their tokens cost otherwise).
 	if prompt == 0 && len(sp.dec) > 0 {
-		if secs := time.Since(start).Seconds(); verified > len(sp.dec) {
+		secs := time.Since(start).Seconds()
+		if verified > len(sp.dec) {
 			sp.cost.drafted.add(verified, secs)
 		} else {
 			sp.cost.plain.add(verified, secs)
 		}
+		sp.probed(len(sp.dec), float64(sp.stepTok)/(secs+drafterSecs))
 	}
 	clear(s.active[len(a):])
 	s.active = a
@@ -645,6 +710,7 @@ func (s *Scheduler) verifyInto(q *seq, st *seqSpec, now time.Time) (Finish, erro
 				return FinishError, fmt.Errorf("engine: handing states to the drafter: %w", err)
 			}
 		}
+		sp.stepTok++
 		return s.sampleInto(q, rows[:V], now), nil
 	}
 	v := sp.v
@@ -656,6 +722,7 @@ func (s *Scheduler) verifyInto(q *seq, st *seqSpec, now time.Time) (Finish, erro
 	kd := len(st.drafts)
 	accepted := v.verify(j.Sampler, rows, V, sampled)
 	sp.stats.record(kd, accepted, len(v.out))
+	sp.stepTok += len(v.out)
 	sp.steps.Add(1)
 	st.lc.Update(kd, accepted, 0)
 	sp.global.Update(kd, accepted, 0)

@@ -97,8 +97,16 @@ func TestMTPGreedySame(t *testing.T) {
 				if !slices.Equal(got, want) {
 					t.Errorf("%s: MTP speculative output differs from plain greedy:\n got %v\nwant %v", c.name, got, want)
 				}
-				if st.AcceptedTotal() == 0 {
+				// A fixed length must have drafts kept (the shaped head
+				// predicts the repeats of 426); the adaptive length must
+				// draft, and may stop where few are kept (the Q4_K_M head,
+				// 25 % at position 1, on a model whose step is all
+				// per-token overhead).
+				if c.nmin == c.nmax && st.AcceptedTotal() == 0 {
 					t.Errorf("%s: no draft accepted (%s); the shaped head predicts the repeats of 426", c.name, st)
+				}
+				if st.DraftedTotal() == 0 {
+					t.Errorf("%s: nothing drafted (%s)", c.name, st)
 				}
 				t.Logf("%s: %s", c.name, st)
 				if want, ok := llamaMTP[filepath.Base(rel)][c.nmax]; ok && c.nmin == c.nmax {

@@ -301,8 +301,13 @@ func TestMTPGreedySameSplit(t *testing.T) {
 					t.Fatal(err)
 				}
 				st := checkSame(t, w, exactOn(w.pools...), p, want, fmt.Sprintf("mtp %d..%d", n.nmin, n.nmax), engine.Spec{Drafter: d, NMin: n.nmin, NMax: n.nmax})
-				if st.AcceptedTotal() == 0 && strings.Contains(c.model, "glm4moe") {
+				// Kept drafts from the shaped head at a fixed length; the
+				// adaptive one may stop drafting where few are kept.
+				if n.nmin == n.nmax && st.AcceptedTotal() == 0 && strings.Contains(c.model, "glm4moe") {
 					t.Errorf("mtp %d..%d: no draft accepted (%s)", n.nmin, n.nmax, st)
+				}
+				if st.DraftedTotal() == 0 {
+					t.Errorf("mtp %d..%d: nothing drafted (%s)", n.nmin, n.nmax, st)
 				}
 				if mc.Stats().BlocksUsed != 0 {
 					t.Errorf("mtp %d..%d: the head's cache holds %d blocks after the generation", n.nmin, n.nmax, mc.Stats().BlocksUsed)
