@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -93,13 +94,21 @@ func runNetbench(args []string, stdout, stderr io.Writer) error {
 		if *local > 64 {
 			return usagef("--local %d: at most 64 ranks in one process", *local)
 		}
-		rep, err = netbenchLocal(ctx, *local, *inproc, dist.MeshConfig{Secret: secret, Stripes: *stripes, Timeout: *timeout, Logger: log}, cfg)
+		spin := spinSetting(cf.spin)
+		if procs := runtime.GOMAXPROCS(0); *local > procs && !given(fs, "net-spin") {
+			// The ranks share this process's procs: a rank that polls
+			// holds one that another rank needs to send what it waits for
+			// (3 ranks on 2: every all-reduce took the whole 500 µs spin).
+			spin = -1
+			fmt.Fprintf(stderr, "netbench: %d ranks on %d CPUs in one process: receives do not poll (--net-spin to make them)\n", *local, procs)
+		}
+		rep, err = netbenchLocal(ctx, *local, *inproc, dist.MeshConfig{Secret: secret, Stripes: *stripes, Timeout: *timeout, Spin: spin, Logger: log}, cfg)
 	case *rank >= 0:
 		list := strings.Split(*addrs, ",")
 		if *addrs == "" || *rank >= len(list) {
 			return usagef("--rank %d needs --addrs with at least %d entries", *rank, *rank+1)
 		}
-		mc := dist.MeshConfig{Rank: *rank, Addrs: list, Listen: *listen, Secret: secret, Stripes: *stripes, Timeout: *timeout, Logger: log}
+		mc := dist.MeshConfig{Rank: *rank, Addrs: list, Listen: *listen, Secret: secret, Stripes: *stripes, Timeout: *timeout, Spin: spinSetting(cf.spin), Logger: log}
 		if mc.Listen == "" && *rank > 0 {
 			_, port, err := net.SplitHostPort(list[*rank])
 			if err != nil {

@@ -54,3 +54,20 @@ func TestNetbenchBadFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestNetbenchLocalSpin: more ranks than procs in one process turn the
+// receive polling off, and say so; --net-spin given keeps it (the flag is
+// honoured by --local as by --workers).
+func TestNetbenchLocalSpin(t *testing.T) {
+	t.Setenv("GOMAXPROCS", "2") // the subprocess's procs, whatever this machine has
+	args := []string{"netbench", "--local", "3", "--max-bytes", "4K", "--ping-iters", "20", "--bw-bytes", "4K", "--budget", "64K", "--algos", "oneshot"}
+	_, errOut, code := braid(t, "", args...)
+	if code != 0 || !strings.Contains(errOut, "3 ranks on 2 CPUs in one process: receives do not poll") {
+		t.Fatalf("%v: exit %d, want the note that receives do not poll in:\n%s", args, code, errOut)
+	}
+	args = append(args, "--net-spin", "100us")
+	_, errOut, code = braid(t, "", args...)
+	if code != 0 || strings.Contains(errOut, "do not poll") {
+		t.Fatalf("%v: exit %d, want no note (the spin was asked for):\n%s", args, code, errOut)
+	}
+}
