@@ -16,12 +16,13 @@ func init() {
 }
 
 func runGenModel(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("genmodel", "--preset NAME [--type Q4_K_M|MXFP4_MOE|Q8_0|F16|...] --out FILE.gguf [--seed S]", stderr)
+	fs := newFlags("genmodel", "--preset NAME [--type Q4_K_M|MXFP4_MOE|Q8_0|F16|...] [--nextn N] --out FILE.gguf [--seed S]", stderr)
 	preset := fs.String("preset", "llama-1b", "model shape: "+strings.Join(modelgen.PresetNames(), ", "))
 	typ := fs.String("type", "", "weight format or mix ("+strings.Join(modelgen.Mixes, ", ")+
 		" or a tensor type); default MXFP4_MOE for gpt-oss presets, Q4_K_M for the others")
 	out := fs.String("out", "", "output file")
 	seed := fs.Uint64("seed", 1, "random seed")
+	nextn := fs.Int("nextn", -1, "NextN (MTP) blocks after the trunk, for --spec mtp (glm4moe, qwen35 and qwen35moe presets); default: the preset's")
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return err
 	}
@@ -40,6 +41,9 @@ func runGenModel(args []string, stdout, stderr io.Writer) error {
 		return usagef("--type: %v", err)
 	}
 	cfg.Type, cfg.TypeFor, cfg.Seed = t, rule, *seed
+	if *nextn >= 0 {
+		cfg.NextN = *nextn
+	}
 	cfg.Name = fmt.Sprintf("braid-random %s %s", *preset, *typ)
 	f, err := modelgen.Plan(cfg)
 	if err != nil {

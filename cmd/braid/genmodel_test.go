@@ -44,6 +44,10 @@ func TestGenModelRefusals(t *testing.T) {
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 		t.Errorf("files left: %v", ents)
 	}
+	err = runGenModel([]string{"--preset", "tiny", "--nextn", "1", "--out", path}, &o, &e)
+	if err == nil || !strings.Contains(err.Error(), "NextN") {
+		t.Errorf("tiny (llama) with --nextn 1: error %v, want one saying NextN blocks are not written for llama", err)
+	}
 
 	if err := checkFreeSpace(dir, 1<<20); err != nil {
 		t.Errorf("1 MiB: %v", err)

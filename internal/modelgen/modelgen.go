@@ -138,6 +138,9 @@ func (c *Config) fill() error {
 	gptOSS := c.Arch == "gpt-oss"
 	switch c.Arch {
 	case "llama", "qwen2", "qwen3", "qwen3moe", "gpt-oss":
+		if c.NextN != 0 {
+			return fmt.Errorf("modelgen: %s: %d NextN blocks: they are written for glm4moe, qwen35 and qwen35moe only", c.Arch, c.NextN)
+		}
 	case "deepseek2", "glm-dsa", "glm4moe", "qwen35", "qwen35moe":
 		return c.fillFamily()
 	default:

@@ -68,6 +68,8 @@ func TestBadConfig(t *testing.T) {
 		{Arch: "gpt-oss", Layers: 1, Embd: 64, FF: 64, Heads: 2, Vocab: 300, Experts: 4, ExpertsUsed: 5, Type: quant.F32},
 		{Arch: "llama", Layers: 1, Embd: 64, FF: 64, Heads: 2, Vocab: 300, Type: quant.F32, SlidingWindow: 16},
 		{Layers: 1, Embd: 256, FF: 256, Heads: 2, Vocab: 300, Type: quant.IQ2_XXS},
+		{Arch: "llama", Layers: 1, Embd: 64, FF: 64, Heads: 2, Vocab: 300, Type: quant.F32, NextN: 1},
+		{Arch: "qwen3moe", Layers: 1, Embd: 64, Heads: 2, Vocab: 300, Experts: 4, ExpertsUsed: 2, ExpertFF: 64, Type: quant.F32, NextN: 1},
 	} {
 		if _, err := Build(c); err == nil {
 			t.Errorf("Build(%+v) succeeded, want an error", c)
