@@ -80,14 +80,7 @@ func TestMTPGreedySame(t *testing.T) {
 				name       string
 				nmin, nmax int
 			}{{"n-max 1", 1, 1}, {"n-max 3", 3, 3}, {"adaptive 0..4", 0, 4}} {
-				mc, err := lm.m.NewMTPCache(model.CacheSize{Positions: 256})
-				if err != nil {
-					t.Fatal(err)
-				}
-				d, err := NewMTP(lm.m, mc, 64)
-				if err != nil {
-					t.Fatal(err)
-				}
+				d, mc := newMTPDrafter(t, lm.m)
 				st := &engine.SpecStats{}
 				g, err := engine.NewSpecGenerator(b, engine.Spec{Drafter: d, NMin: c.nmin, NMax: c.nmax, Stats: st, Exact: exactOn(lm.pool)})
 				if err != nil {
@@ -158,42 +151,14 @@ func TestMTPDraftsAreTheHeads(t *testing.T) {
 	}
 	// The oracle evaluates whole sequences in one step.
 	lm = load(t, path, model.Options{MTP: true, MaxBatch: 64}, 512)
-	E, V := lm.m.Cfg.Embd, lm.m.Cfg.Vocab
 	for i, toks := range rec.toks {
 		L := len(toks)
-		// The trunk over toks[:L-1] in one batch: h of every position.
-		cache, err := lm.m.NewCache(model.CacheSize{Positions: 512})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var bt model.Batch
-		for j := 0; j < L-1; j++ {
-			bt.Add(toks[j], int32(j), 0, true)
-		}
-		logits, hidden := make([]float32, (L-1)*V), make([]float32, (L-1)*E)
-		if err := lm.m.ForwardHidden(cache, &bt, logits, hidden); err != nil {
-			t.Fatal(err)
-		}
-		// The head over toks[0..L-1], row j with h of j-1.
-		hprev := make([]float32, L*E)
-		copy(hprev[E:], hidden)
-		hc, err := lm.m.NewMTPCache(model.CacheSize{Positions: 512})
-		if err != nil {
-			t.Fatal(err)
-		}
-		bt.Reset()
-		for j := 0; j < L; j++ {
-			bt.Add(toks[j], int32(j), kvcache.SeqID(0), j == L-1)
-		}
-		row, hout := make([]float32, V), make([]float32, E)
-		if err := lm.m.ForwardMTPHidden(hc, &bt, hprev, row, hout); err != nil {
-			t.Fatal(err)
-		}
+		row, hout, _, hc := headFromScratch(t, lm.m, toks)
 		if got, want := rec.drafts[i][0], argmax(row); got != want {
 			t.Errorf("call %d (%d tokens): first draft %d, the head evaluated from scratch says %d", i, L, got, want)
 		}
 		if len(rec.drafts[i]) > 1 {
-			bt.Reset()
+			var bt model.Batch
 			bt.Add(rec.drafts[i][0], int32(L), 0, true)
 			if err := lm.m.ForwardMTP(hc, &bt, hout, row); err != nil {
 				t.Fatal(err)
@@ -233,44 +198,14 @@ func TestMTPRefusals(t *testing.T) {
 func TestMTPDraftAfterPlainSteps(t *testing.T) {
 	path := sharedModel(t, "glm4moe/tiny-glm4moe-F32.gguf")
 	lm := load(t, path, model.Options{MTP: true}, 256)
-	E, V := lm.m.Cfg.Embd, lm.m.Cfg.Vocab
+	E := lm.m.Cfg.Embd
 	toks := slices.Concat(prompt, prompt, prompt[:5]) // 37 tokens
 	L := len(toks)
-	// The trunk's states of every position but the last, in one batch.
-	var bt model.Batch
-	for j := 0; j < L-1; j++ {
-		bt.Add(toks[j], int32(j), 0, true)
-	}
-	logits, hidden := make([]float32, (L-1)*V), make([]float32, (L-1)*E)
-	if err := lm.m.ForwardHidden(lm.cache, &bt, logits, hidden); err != nil {
-		t.Fatal(err)
-	}
-	// The head from scratch over toks: its argmax at the last position.
-	hprev := make([]float32, L*E)
-	copy(hprev[E:], hidden)
-	hc, err := lm.m.NewMTPCache(model.CacheSize{Positions: 256})
-	if err != nil {
-		t.Fatal(err)
-	}
-	bt.Reset()
-	for j := 0; j < L; j++ {
-		bt.Add(toks[j], int32(j), 0, j == L-1)
-	}
-	row, hout := make([]float32, V), make([]float32, E)
-	if err := lm.m.ForwardMTPHidden(hc, &bt, hprev, row, hout); err != nil {
-		t.Fatal(err)
-	}
+	row, _, hidden, _ := headFromScratch(t, lm.m, toks)
 	want := argmax(row)
 
 	for _, plain := range []int{1, 15, 16, 17, 20} {
-		mc, err := lm.m.NewMTPCache(model.CacheSize{Positions: 256})
-		if err != nil {
-			t.Fatal(err)
-		}
-		d, err := NewMTP(lm.m, mc, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
+		d, _ := newMTPDrafter(t, lm.m)
 		// The prompt, then plain steps each handing over one state with
 		// the tokens known after it (the pending one included).
 		P := L - 1 - plain
@@ -291,4 +226,55 @@ func TestMTPDraftAfterPlainSteps(t *testing.T) {
 		}
 		d.End(1)
 	}
+}
+
+// headFromScratch evaluates m's trunk over toks[:L-1] in one batch (the
+// hidden state of every position) and then its MTP head over toks[0..L-1]
+// (row j with the state of j-1), on fresh caches: the head's logits and
+// post-norm state at the last position, the trunk's states, and the head's
+// cache (for chained drafts).
+func headFromScratch(t *testing.T, m *model.Model, toks []int32) (row, hout, hidden []float32, hc *kvcache.Cache) {
+	t.Helper()
+	L, E, V := len(toks), m.Cfg.Embd, m.Cfg.Vocab
+	cache, err := m.NewCache(model.CacheSize{Positions: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bt model.Batch
+	for j := 0; j < L-1; j++ {
+		bt.Add(toks[j], int32(j), 0, true)
+	}
+	logits, hidden := make([]float32, (L-1)*V), make([]float32, (L-1)*E)
+	if err := m.ForwardHidden(cache, &bt, logits, hidden); err != nil {
+		t.Fatal(err)
+	}
+	hprev := make([]float32, L*E)
+	copy(hprev[E:], hidden)
+	if hc, err = m.NewMTPCache(model.CacheSize{Positions: 512}); err != nil {
+		t.Fatal(err)
+	}
+	bt.Reset()
+	for j := 0; j < L; j++ {
+		bt.Add(toks[j], int32(j), 0, j == L-1)
+	}
+	row, hout = make([]float32, V), make([]float32, E)
+	if err := m.ForwardMTPHidden(hc, &bt, hprev, row, hout); err != nil {
+		t.Fatal(err)
+	}
+	return row, hout, hidden, hc
+}
+
+// newMTPDrafter is an MTP drafter with m's head on a fresh cache of 256
+// positions, batches of 64.
+func newMTPDrafter(t *testing.T, m *model.Model) (*MTP, *kvcache.Cache) {
+	t.Helper()
+	mc, err := m.NewMTPCache(model.CacheSize{Positions: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := NewMTP(m, mc, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, mc
 }
