@@ -174,12 +174,19 @@ func RunServe(ctx context.Context, cfg ServeConfig) (*ServeReport, error) {
 			break
 		}
 		wg.Add(1)
+		// A request starts on the timeline when it is issued here, in
+		// order: two issued microseconds apart (an exponential gap can be
+		// that short) could otherwise swap places as their goroutines
+		// begin.
+		issued := time.Since(start)
 		go func() {
 			defer wg.Done()
 			if sem != nil {
 				defer func() { <-sem }()
 			}
-			rep.Results[i] = doRequest(ctx, client, cfg, p, cfg.constrained(i), start)
+			r := doRequest(ctx, client, cfg, p, cfg.constrained(i), start)
+			r.Start = issued
+			rep.Results[i] = r
 		}()
 	}
 	wg.Wait()
