@@ -339,14 +339,7 @@ func genQ4(p func(string, ...any), f mdFormat, C int) {
 	}
 	name := mdName(f, C)
 	prologue(p, name)
-	p("\tMOVL $0x0f0f0f0f, BX")
-	p("\tVPBROADCASTD BX, Z31")
-	p("\tMOVL $0xffff0000, BX")
-	p("\tKMOVD BX, K1")
-	for c := 0; c < 4; c++ {
-		p("\tVMOVDQU64 kqmdQ4KPerm%d<>(SB), Z%d", c, 25+c)
-	}
-	p("\tVMOVDQU64 kqmdMinDup<>(SB), Y29")
+	k4Consts(p, "Q4K", "\tMOVL $0xffff0000, BX", "\tKMOVD BX, K1")
 	rowStart(p, name, C)
 	k4Zero(p, C)
 	p("%s_loop:", name)
@@ -360,26 +353,15 @@ func genQ4(p func(string, ...any), f mdFormat, C int) {
 	// Temporaries reused column after column (renaming overlaps them).
 	m, i0, t := 17, 18, 19
 	for c := 0; c < C; c++ {
-		// The min term into the column's 8-lane accumulator.
-		p("\tVPMADDWD %s, Y9, Y%d", col(c, 260), m)
-		p("\tVCVTDQ2PS Y%d, Y%d", m, m)
-		p("\tVMULPS.BCST %s, Y11, Y%d", col(c, 0), t)
-		p("\tVFNMADD231PS Y%d, Y%d, Y%d", t, m, 12+c)
+		k4Min(p, c, m, t)
 		// The codes' integer lanes (the row dot sums chunks 0 and 2 and
 		// chunks 1 and 3 apart, then adds: the same integers in one sum).
 		for k := 0; k < 4; k++ {
 			tmp := []int{m, t}[k%2]
 			p("\tVPMADDUBSW %s, Z%d, Z%d", col(c, 4+64*k), k, tmp)
-			if k == 0 {
-				// VPDPWSSD into zero, without the zeroing.
-				p("\tVPMADDWD Z%d, Z%d, Z%d", 5+k, tmp, i0)
-				continue
-			}
-			p("\tVPDPWSSD Z%d, Z%d, Z%d", 5+k, tmp, i0)
+			k4Lanes(p, k, tmp, i0)
 		}
-		p("\tVCVTDQ2PS Z%d, Z%d", i0, i0)
-		p("\tVMULPS.BCST %s, Z10, Z%d", col(c, 0), m)
-		p("\tVFMADD231PS Z%d, Z%d, Z%d", m, i0, 20+c)
+		k4Acc(p, c, i0, m)
 	}
 	blockEnd(p, name, f, C)
 	rowEnd(p, name, C, func(c int) int { return 20 + c }, func(c int) int { return 12 + c })
@@ -397,14 +379,7 @@ func genQ5(p func(string, ...any), f mdFormat, C int) {
 	}
 	name := mdName(f, C)
 	prologue(p, name)
-	p("\tMOVL $0x0f0f0f0f, BX")
-	p("\tVPBROADCASTD BX, Z31")
-	p("\tMOVL $0x10101010, BX")
-	p("\tVPBROADCASTD BX, Z30")
-	for c := 0; c < 4; c++ {
-		p("\tVMOVDQU64 kqmdQ5KPerm%d<>(SB), Z%d", c, 25+c)
-	}
-	p("\tVMOVDQU64 kqmdMinDup<>(SB), Y29")
+	k4Consts(p, "Q5K", "\tMOVL $0x10101010, BX", "\tVPBROADCASTD BX, Z30")
 	rowStart(p, name, C)
 	k4Zero(p, C)
 	p("%s_loop:", name)
@@ -434,10 +409,7 @@ func genQ5(p func(string, ...any), f mdFormat, C int) {
 	}
 	m, i0, t := 17, 18, 19
 	for c := 0; c < C; c++ {
-		p("\tVPMADDWD %s, Y9, Y%d", col(c, 260), m)
-		p("\tVCVTDQ2PS Y%d, Y%d", m, m)
-		p("\tVMULPS.BCST %s, Y11, Y%d", col(c, 0), t)
-		p("\tVFNMADD231PS Y%d, Y%d, Y%d", t, m, 12+c)
+		k4Min(p, c, m, t)
 		// KQ_K4_MUL(4, 68, 36, 100) and (132, 196, 164, 228): chunk k's
 		// activations are values 32j.. and 32j+64.. for j = 4(k/2)+k%2.
 		for k := 0; k < 4; k++ {
@@ -446,18 +418,56 @@ func genQ5(p func(string, ...any), f mdFormat, C int) {
 			p("\tVMOVDQU32 %s, Y%d", col(c, 4+32*j), x)
 			p("\tVINSERTI64X4 $1, %s, Z%d, Z%d", col(c, 4+32*j+64), x, x)
 			p("\tVPMADDUBSW Z%d, Z%d, Z%d", x, k, x)
-			if k == 0 {
-				p("\tVPMADDWD Z%d, Z%d, Z%d", 5+k, x, i0)
-				continue
-			}
-			p("\tVPDPWSSD Z%d, Z%d, Z%d", 5+k, x, i0)
+			k4Lanes(p, k, x, i0)
 		}
-		p("\tVCVTDQ2PS Z%d, Z%d", i0, i0)
-		p("\tVMULPS.BCST %s, Z10, Z%d", col(c, 0), m)
-		p("\tVFMADD231PS Z%d, Z%d, Z%d", m, i0, 20+c)
+		k4Acc(p, c, i0, m)
 	}
 	blockEnd(p, name, f, C)
 	rowEnd(p, name, C, func(c int) int { return 20 + c }, func(c int) int { return 12 + c })
+}
+
+// k4Consts loads the Q4_K and Q5_K kernels' constants: the mask 0x0f in
+// Z31, the format's own (extra, its instructions), the VPERMW indices of
+// kqmd<format>Perm0-3 in Z25-Z28 and the mins' index in Y29.
+func k4Consts(p func(string, ...any), format string, extra ...string) {
+	p("\tMOVL $0x0f0f0f0f, BX")
+	p("\tVPBROADCASTD BX, Z31")
+	for _, line := range extra {
+		p("%s", line)
+	}
+	for c := 0; c < 4; c++ {
+		p("\tVMOVDQU64 kqmd%sPerm%d<>(SB), Z%d", format, c, 25+c)
+	}
+	p("\tVMOVDQU64 kqmdMinDup<>(SB), Y29")
+}
+
+// k4Min adds column c's min term (its mins' words by the activations'
+// sums, times dmin and the column's d) into its 8-lane accumulator
+// Y12+c; m and t are temporaries.
+func k4Min(p func(string, ...any), c, m, t int) {
+	p("\tVPMADDWD %s, Y9, Y%d", col(c, 260), m)
+	p("\tVCVTDQ2PS Y%d, Y%d", m, m)
+	p("\tVMULPS.BCST %s, Y11, Y%d", col(c, 0), t)
+	p("\tVFNMADD231PS Y%d, Y%d, Y%d", t, m, 12+c)
+}
+
+// k4Lanes sums chunk k's word products x, by the chunk's scale words
+// Z5+k, into the integer lanes i0 (chunk 0 starts them: VPDPWSSD into
+// zero, without the zeroing).
+func k4Lanes(p func(string, ...any), k, x, i0 int) {
+	if k == 0 {
+		p("\tVPMADDWD Z%d, Z%d, Z%d", 5+k, x, i0)
+		return
+	}
+	p("\tVPDPWSSD Z%d, Z%d, Z%d", 5+k, x, i0)
+}
+
+// k4Acc adds column c's integer lanes i0, as floats times d and the
+// column's d, into its accumulator Z20+c; m is a temporary.
+func k4Acc(p func(string, ...any), c, i0, m int) {
+	p("\tVCVTDQ2PS Z%d, Z%d", i0, i0)
+	p("\tVMULPS.BCST %s, Z10, Z%d", col(c, 0), m)
+	p("\tVFMADD231PS Z%d, Z%d, Z%d", m, i0, 20+c)
 }
 
 // k4Zero clears the C columns' accumulators of the Q4_K and Q5_K kernels
