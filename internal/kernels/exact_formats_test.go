@@ -15,23 +15,6 @@ import (
 // in the benchmarks (1 + 4 drafts) and then some.
 const exactBound = 8
 
-// exactRandRows is rows of cols random weights of typ, valid in its block
-// format, from the generator each format's own tests use.
-func exactRandRows(rng *rand.Rand, typ quant.Type, rows, cols int) *Matrix {
-	m := &Matrix{Type: typ, Rows: rows, Cols: cols}
-	switch {
-	case slices.Contains(kqTypes, typ):
-		m.Data = kqRandWeights(rng, typ, rows*cols/256, "rand")
-	case slices.Contains(iqTypes, typ):
-		m.Data = iqRandWeights(rng, typ, rows*cols/256, "rand")
-	default:
-		for r := 0; r < rows; r++ {
-			m.Data = append(m.Data, randRow(rng, typ, cols)...)
-		}
-	}
-	return m
-}
-
 // matMulSharedWith is MatMulShared on kernel impl instead of the chosen one.
 func matMulSharedWith(p *Pool, impl *dotImpl, x []float32, n int, outs ...MatOut) {
 	p.mu.Lock()
@@ -87,8 +70,10 @@ func TestExactEveryFormat(t *testing.T) {
 				}
 				name := fmt.Sprintf("%s/%s/cols=%d", typ, impl.name, cols)
 				rng := rand.New(rand.NewPCG(uint64(typ), uint64(cols)))
-				w := exactRandRows(rng, typ, rows, cols)
-				w2 := exactRandRows(rng, typ, 40, cols)
+				// Weights valid in the format, from the generator each
+				// format's own tests use.
+				wm, w2m := headsRows(rng, typ, rows, cols), headsRows(rng, typ, 40, cols)
+				w, w2 := &wm, &w2m
 				x := make([]float32, nmax*cols)
 				for i := range x {
 					x[i] = float32(rng.NormFloat64())
