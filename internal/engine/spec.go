@@ -303,8 +303,7 @@ func sum64(xs []int64) int64 {
 type LengthControl struct {
 	nmin, nmax int
 	acc        []float64 // conditional acceptance of draft position j (from 0)
-	seenAcc    []bool
-	nAcc       []int     // observations behind acc[j]
+	nAcc       []int     // observations behind acc[j] (0: none, the prior stands)
 	t          []float64 // moving average of a step's seconds with k drafts
 	seenT      []bool
 	zeros      int // steps without drafts since the last with
@@ -324,14 +323,14 @@ const (
 
 // NewLengthControl makes a controller for lengths in [nmin, nmax].
 func NewLengthControl(nmin, nmax int) *LengthControl {
-	return &LengthControl{nmin: nmin, nmax: nmax, acc: make([]float64, nmax), seenAcc: make([]bool, nmax), nAcc: make([]int, nmax),
+	return &LengthControl{nmin: nmin, nmax: nmax, acc: make([]float64, nmax), nAcc: make([]int, nmax),
 		t: make([]float64, nmax+1), seenT: make([]bool, nmax+1)}
 }
 
 // accept is the estimated conditional acceptance of position j.
 func (c *LengthControl) accept(j int) float64 {
 	for ; j >= 0; j-- {
-		if c.seenAcc[j] {
+		if c.nAcc[j] > 0 {
 			return c.acc[j]
 		}
 	}
@@ -432,8 +431,8 @@ func (c *LengthControl) Update(drafted, accepted int, d time.Duration) {
 		// enough of them, then a moving average: a position reached
 		// rarely (the plan keeps short of it) must not keep the verdict
 		// of its first one or two drafts for long.
-		if !c.seenAcc[j] {
-			c.acc[j], c.seenAcc[j], c.nAcc[j] = accPrior, true, 0
+		if c.nAcc[j] == 0 {
+			c.acc[j] = accPrior
 		}
 		c.nAcc[j]++
 		c.acc[j] += max(emaWeight, 1/float64(c.nAcc[j]+1)) * (x - c.acc[j])
@@ -462,7 +461,6 @@ func (c *LengthControl) Acceptance() []float64 {
 // capped at n observations so that c soon follows its own drafts.
 func (c *LengthControl) inherit(from *LengthControl, n int) {
 	copy(c.acc, from.acc)
-	copy(c.seenAcc, from.seenAcc)
 	for j := range c.nAcc {
 		c.nAcc[j] = min(from.nAcc[j], n)
 	}

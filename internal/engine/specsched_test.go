@@ -27,7 +27,7 @@ func TestSpecPlan(t *testing.T) {
 			q := &seq{id: kvcache.SeqID(i), st: &Stream{job: Job{MaxTokens: 1000}}, limit: 4096, toks: make([]int32, 10)}
 			st := s.spec.seq(q.id)
 			for j := range st.lc.acc {
-				st.lc.acc[j], st.lc.seenAcc[j] = 0.8, true
+				st.lc.acc[j], st.lc.nAcc[j] = 0.8, 100
 			}
 			s.spec.dec = append(s.spec.dec, q)
 		}
@@ -73,7 +73,7 @@ func planBatch(t *testing.T, sp *schedSpec, B int, acc float64) []int {
 		q := &seq{id: kvcache.SeqID(i), st: &Stream{job: Job{MaxTokens: 1000}}, limit: 4096, toks: make([]int32, 10)}
 		st := sp.seq(q.id)
 		for j := range st.lc.acc {
-			st.lc.acc[j], st.lc.seenAcc[j] = acc, true
+			st.lc.acc[j], st.lc.nAcc[j] = acc, 100
 		}
 		sp.dec = append(sp.dec, q)
 	}
