@@ -76,6 +76,10 @@ type shmLink struct {
 	whdr [wire.HeaderSize]byte
 	rhdr [wire.HeaderSize]byte
 	rbuf []byte // the last received payload, valid until the next recv
+	// rslept says the frame being received has slept; a frame's header,
+	// payload and padding are published apart, and a receive is counted
+	// once however many of its parts it waited for.
+	rslept bool
 }
 
 func newShmLink(mem []byte, lower bool, cfg MeshConfig) *shmLink {
@@ -210,6 +214,12 @@ func (l *shmLink) recv() (wire.Header, []byte, error) {
 		return wire.Header{}, nil, l.cause()
 	}
 	defer l.leave()
+	l.rslept = false
+	defer func() {
+		if l.rslept && l.sleeps != nil {
+			l.sleeps.Add(1)
+		}
+	}()
 	if err := l.get(l.rhdr[:]); err != nil {
 		return wire.Header{}, nil, err
 	}
@@ -275,8 +285,8 @@ func (l *shmLink) await(seq, flag *atomic.Uint32, ready func() bool, what string
 			}
 		}
 	}
-	if l.sleeps != nil && seq == l.rx.dataSeq {
-		l.sleeps.Add(1)
+	if seq == l.rx.dataSeq {
+		l.rslept = true
 	}
 	for {
 		flag.Store(1)
