@@ -216,9 +216,10 @@ type seq struct {
 	limit    int // positions reserved: prompt + the most it may generate
 	cached   int
 	admitted time.Time
-	logits   int  // row of this step's logits, -1 when none
-	inFlight bool // in a pipelined step not yet collected
-	ended    bool // finished while its group was collected
+	logits   int   // row of this step's logits, -1 when none
+	inFlight bool  // in a pipelined step not yet collected
+	ended    bool  // finished while its group was collected
+	failed   error // why the drafter refused its prompt's states (ended after the step)
 }
 
 type cachedSeq struct {
@@ -650,6 +651,10 @@ func (s *Scheduler) end(q *seq, f Finish, err error, keep bool) {
 	if s.spec != nil {
 		s.spec.end(q.id)
 	}
+	// The slot is free before the client hears the result, so counters read
+	// after a response never show it busy; the caller's store of the active
+	// count after its loop agrees.
+	s.busy.Add(-1)
 	q.st.finish(r)
 }
 

@@ -645,7 +645,7 @@ func (s *Scheduler) stepSpec() {
 	for _, c := range sp.chunks {
 		E := sp.width
 		if err := sp.hd.Observe(c.q.id, c.q.prompt, c.start, sp.hidden[c.row*E:(c.row+c.n)*E]); err != nil {
-			c.q.logits = -2 // ended below
+			c.q.logits, c.q.failed = -2, err // ended below
 		}
 	}
 	a := s.active[:0]
@@ -653,7 +653,7 @@ func (s *Scheduler) stepSpec() {
 	sp.mu.Lock()
 	for _, q := range s.active {
 		if q.logits == -2 {
-			s.end(q, FinishError, fmt.Errorf("engine: handing the prompt's states to the drafter failed"), false)
+			s.end(q, FinishError, fmt.Errorf("engine: handing the prompt's states to the drafter failed: %w", q.failed), false)
 			continue
 		}
 		if q.logits < 0 {
