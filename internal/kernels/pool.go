@@ -126,6 +126,14 @@ func (p *Pool) worker(i int) {
 // the other, so a job is never missed. A wake-up that arrives after the
 // worker found the job by polling leaves a token in the channel, which only
 // makes a later park return early and poll again.
+//
+// The announcement is a Swap, not a Store: Go's atomics are sequentially
+// consistent, so a Store would do on real hardware, but qemu-user's arm64
+// emulation lets a store-release be passed by the next load-acquire on an
+// x86 host, and then both sides missed each other: the worker slept on its
+// channel while the caller waited for it (TestExactEveryFormat hung for ten
+// minutes in the arm64 test run). A read-modify-write orders both ways
+// everywhere, and a park is rare enough (after spinFor idle) to pay for it.
 func (p *Pool) await(i int, seen uint64) bool {
 	deadline := time.Now().Add(spinFor)
 	for n := 0; ; n++ {
@@ -139,7 +147,7 @@ func (p *Pool) await(i int, seen uint64) bool {
 			runtime.Gosched()
 		}
 		if n%64 == 63 && time.Now().After(deadline) {
-			p.parked[i].Store(true)
+			p.parked[i].Swap(true)
 			if p.gen.Load() != seen {
 				p.parked[i].Store(false)
 				return true
