@@ -292,14 +292,7 @@ func TestMTPGreedySameSplit(t *testing.T) {
 			want := generate(t, engine.NewGenerator(w), w.Vocab(), p, 32)
 			head := w.withHead(t, path)
 			for _, n := range []struct{ nmin, nmax int }{{3, 3}, {0, 4}} {
-				mc, err := head.NewMTPCache(model.CacheSize{Positions: 256})
-				if err != nil {
-					t.Fatal(err)
-				}
-				d, err := NewMTP(head, mc, 64)
-				if err != nil {
-					t.Fatal(err)
-				}
+				d, mc := newMTPDrafter(t, head)
 				st := checkSame(t, w, exactOn(w.pools...), p, want, fmt.Sprintf("mtp %d..%d", n.nmin, n.nmax), engine.Spec{Drafter: d, NMin: n.nmin, NMax: n.nmax})
 				// Kept drafts from the shaped head at a fixed length; the
 				// adaptive one may stop drafting where few are kept.
