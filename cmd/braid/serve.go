@@ -159,22 +159,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	schedCtx, stopSched := context.WithCancel(context.Background())
-	schedDone := make(chan struct{})
-	go func() {
-		defer close(schedDone)
-		sched.Run(schedCtx)
-	}()
-	// The server answers 503 "scheduler is not running" until Run has
-	// started; on a loaded machine that goroutine can start after the
-	// "ready:" line below, so wait for it (or its end) first.
-	for !sched.Running() {
-		select {
-		case <-schedDone:
-		case <-time.After(time.Millisecond):
-			continue
-		}
-		break
-	}
+	schedDone := sched.Start(schedCtx)
 	sb := &server.Backend{Sched: sched, Tok: tok, Template: tmpl, Vocab: l.backend.Vocab(), LoadMode: l.load.Mode.String(), LoadReason: l.load.Reason}
 	if l.cl != nil {
 		sb.Ranks = l.cl

@@ -381,6 +381,20 @@ func (s *Scheduler) publishKV() {
 // Running reports whether Run is active.
 func (s *Scheduler) Running() bool { return s.running.Load() }
 
+// Start runs Run in a goroutine of its own and returns the channel closed
+// when Run has returned. Running is true when Start returns: a server that
+// says it is ready right after must not answer its first request "scheduler
+// is not running" because the goroutine has not been scheduled yet.
+func (s *Scheduler) Start(ctx context.Context) <-chan struct{} {
+	done := make(chan struct{})
+	s.running.Store(true)
+	go func() {
+		defer close(done)
+		s.Run(ctx)
+	}()
+	return done
+}
+
 // Run is the scheduler's loop; it owns the model and the cache until it
 // returns, which it does when ctx ends, after failing every request it still
 // holds with ErrStopped.

@@ -63,10 +63,32 @@ func startScheduler(t *testing.T, m *model.Model, cfg SchedulerConfig) *Schedule
 // run runs s's loop until the test ends.
 func run(t *testing.T, s *Scheduler) *Scheduler {
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { s.Run(ctx); close(done) }()
+	done := s.Start(ctx)
 	t.Cleanup(func() { cancel(); <-done })
 	return s
+}
+
+// TestSchedulerStart: the loop counts as running as soon as Start returns
+// (a server says ready right after), and no longer once it has ended.
+func TestSchedulerStart(t *testing.T) {
+	s := newScheduler(t, loadStories(t), SchedulerConfig{Parallel: 1, Context: 64})
+	if s.Running() {
+		t.Fatal("running before Start")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := s.Start(ctx)
+	if !s.Running() {
+		t.Error("not running when Start returned")
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return 10 s after its context ended")
+	}
+	if s.Running() {
+		t.Error("running after Run returned")
+	}
 }
 
 func collect(t *testing.T, st *Stream) ([]int32, Result) {

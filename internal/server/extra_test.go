@@ -50,8 +50,7 @@ func startExtra(t *testing.T, parallel, ctx int) *extraServer {
 		t.Fatal(err)
 	}
 	schedCtx, stopSched := context.WithCancel(context.Background())
-	schedDone := make(chan struct{})
-	go func() { sched.Run(schedCtx); close(schedDone) }()
+	schedDone := sched.Start(schedCtx)
 	es := &extraServer{m: m, embed: NewLocalEmbedder(f, 2, ctx, 7, false)} // batch 7: inputs span several chunks
 	t.Cleanup(es.embed.Close)
 	srv := New(Config{Model: "stories", Logf: t.Logf, ModelPath: storiesPath, AccessLog: func(e AccessEntry) {

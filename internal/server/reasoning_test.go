@@ -144,8 +144,7 @@ func startScripted(t *testing.T, name string) *scriptServer {
 		t.Fatal(err)
 	}
 	schedCtx, stopSched := context.WithCancel(context.Background())
-	schedDone := make(chan struct{})
-	go func() { sched.Run(schedCtx); close(schedDone) }()
+	schedDone := sched.Start(schedCtx)
 	ss := &scriptServer{backend: b, tok: tok}
 	logf := func(format string, a ...any) {
 		ss.logMu.Lock()

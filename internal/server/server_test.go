@@ -79,8 +79,7 @@ func startServer(t *testing.T, o opts) *testServer {
 		t.Fatal(err)
 	}
 	schedCtx, stopSched := context.WithCancel(context.Background())
-	schedDone := make(chan struct{})
-	go func() { sched.Run(schedCtx); close(schedDone) }()
+	schedDone := sched.Start(schedCtx)
 	srv := New(Config{Model: "stories", APIKeys: []string{testKey}, MaxBodyBytes: o.maxBody, Logf: t.Logf})
 	srv.SetReady(&Backend{Sched: sched, Tok: tok, Vocab: m.Cfg.Vocab})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

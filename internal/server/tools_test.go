@@ -381,8 +381,7 @@ func startScriptedLong(t *testing.T, name string) *scriptServer {
 		t.Fatal(err)
 	}
 	schedCtx, stopSched := context.WithCancel(context.Background())
-	schedDone := make(chan struct{})
-	go func() { sched.Run(schedCtx); close(schedDone) }()
+	schedDone := sched.Start(schedCtx)
 	ss := &scriptServer{backend: b, tok: tok}
 	srv := New(Config{Model: "m", Logf: func(string, ...any) {}})
 	srv.SetReady(&Backend{Sched: sched, Tok: tok, Template: tmpl, Vocab: tok.VocabSize()})
