@@ -42,6 +42,13 @@ type automaton struct {
 	// the grammar is too ambiguous to follow, and that state was made dead.
 	overflow bool
 
+	// Shortest completions (closure.go): the grammar's lengths, and per
+	// stack node and state the fewest bytes to acceptance (-1: unknown).
+	lens     *lengths
+	cost     []int32
+	dbytes   []int32
+	chainBuf []int32
+
 	// scratch of closure computations
 	seen   map[stackNode]struct{}
 	tops   []int32
@@ -56,7 +63,7 @@ type automaton struct {
 const maxClosure = 1 << 12
 
 func newAutomaton(g *Grammar) *automaton {
-	a := &automaton{g: g, nodeIdx: map[stackNode]int32{}, stateIdx: map[string]int32{}, seen: map[stackNode]struct{}{}}
+	a := &automaton{g: g, nodeIdx: map[stackNode]int32{}, stateIdx: map[string]int32{}, seen: map[stackNode]struct{}{}, lens: minLengths(g)}
 	// State 0 is the dead state, its row all dead.
 	a.states = append(a.states, dstate{})
 	a.stateIdx[""] = 0

@@ -29,6 +29,11 @@ type Vocab struct {
 	tokStart []int32
 	toks     []int32
 	maxDepth int
+
+	// bytesCovered is set when every byte is the whole piece of some
+	// token: any text can then be written a byte a token, so a state's
+	// distance to acceptance in tokens is at most its distance in bytes.
+	bytesCovered bool
 }
 
 // maxPiece bounds the bytes of one token in the trie; no vocabulary comes
@@ -87,6 +92,15 @@ func NewVocab(pieces []string, eog []int32) *Vocab {
 		v.skip[n] = int32(len(v.nodeByte))
 	}
 	v.tokStart = append(v.tokStart, int32(len(v.toks)))
+	var single [256]bool
+	n := 0
+	for _, id := range ids {
+		if p := pieces[id]; len(p) == 1 && !single[p[0]] {
+			single[p[0]] = true
+			n++
+		}
+	}
+	v.bytesCovered = n == 256
 	return v
 }
 
@@ -113,6 +127,9 @@ type mask struct {
 	ids   []int32 // sorted: allowed (modeAllow) or refused (modeDeny)
 	bits  []uint64
 	count int // allowed tokens
+	// maxSuccBytes is the most bytes to acceptance from any state an
+	// allowed token leads to (closure.go).
+	maxSuccBytes int32
 }
 
 type maskMode uint8
@@ -175,11 +192,22 @@ type Guide struct {
 	maskBytes int
 	stk       []int32
 	scratch   []uint64
+
+	// Closing within a budget (closure.go): known ways to close, the
+	// successors of expanded states, the states whose shortest text was
+	// tried, and the masks of forced closures.
+	close       map[int32]closeEntry
+	succs       map[int32][]succ
+	pathTried   map[int32]struct{}
+	forced      map[[2]int32]*mask
+	forcedBytes int
+	textBuf     []byte
 }
 
 // NewGuide binds g to v.
 func NewGuide(g *Grammar, v *Vocab) *Guide {
-	return &Guide{g: g, v: v, a: newAutomaton(g), masks: map[int32]*mask{}}
+	return &Guide{g: g, v: v, a: newAutomaton(g), masks: map[int32]*mask{},
+		close: map[int32]closeEntry{}, succs: map[int32][]succ{}, pathTried: map[int32]struct{}{}, forced: map[[2]int32]*mask{}}
 }
 
 // Grammar is the guide's grammar.
@@ -245,6 +273,7 @@ func (gd *Guide) computeMask(s int32) *mask {
 	stk := gd.stk
 	stk[0] = s
 	count := 0
+	maxSucc := int32(0)
 	nodeByte, depth, skip, tokStart, toks := v.nodeByte, v.depth, v.skip, v.tokStart, v.toks
 	for i := 0; i < len(nodeByte); {
 		d := depth[i]
@@ -258,6 +287,9 @@ func (gd *Guide) computeMask(s int32) *mask {
 			continue
 		}
 		stk[d] = ns
+		if tokStart[i] < tokStart[i+1] {
+			maxSucc = max(maxSucc, a.minBytes(ns))
+		}
 		for _, t := range toks[tokStart[i]:tokStart[i+1]] {
 			allowed[t>>6] |= 1 << (t & 63)
 			count++
@@ -270,7 +302,7 @@ func (gd *Guide) computeMask(s int32) *mask {
 			count++
 		}
 	}
-	m := &mask{count: count}
+	m := &mask{count: count, maxSuccBytes: maxSucc}
 	switch {
 	case count <= v.size/32:
 		m.mode = modeAllow
@@ -310,6 +342,12 @@ type Constraint struct {
 	ended  bool
 	broken bool
 
+	// left is the tokens the sequence may still write, the next one
+	// included (0: not told; see Budget); closed is set once the budget
+	// took a token the grammar allows away (the closure was forced).
+	left   int
+	closed bool
+
 	ids    []int32
 	logits []float32
 }
@@ -333,6 +371,18 @@ func (c *Constraint) Sample(smp *sample.Sampler, row []float32, masked bool) int
 		s = dead
 	}
 	m := gd.maskFor(s)
+	if c.left > 0 && s != dead && gd.needsClosure(s, m, c.left) {
+		// Keep room to close: s has a way to close within left
+		// tokens (the previous step saw to it), and the next token
+		// must leave one within left-1.
+		budget := maxSearch
+		if gd.fits(s, int32(c.left), &budget) {
+			if fm := gd.forcedMask(s, int32(c.left-1)); fm.count < m.count {
+				c.closed = true
+				m = fm
+			}
+		}
+	}
 	gd.mu.Unlock()
 	if m.count == 0 {
 		c.broken = true
@@ -419,6 +469,18 @@ func (c *Constraint) Advance(id int32) bool {
 	return gd.a.complete(s)
 }
 
+// Budget tells the constraint how many tokens the sequence may still
+// write, the next one included. Once that gets close to what the grammar
+// still needs, Sample allows only the tokens that leave room to complete
+// a sentence within it (closure.go), so that a reply cut by its budget is
+// still complete. The engine calls it before each Sample; left <= 0
+// turns the closure off.
+func (c *Constraint) Budget(left int) { c.left = left }
+
+// ClosureForced reports whether the budget ever refused a token the
+// grammar allowed: the reply was closed early to fit.
+func (c *Constraint) ClosureForced() bool { return c.closed }
+
 // Accepting reports whether the output so far is a complete sentence.
 func (c *Constraint) Accepting() bool {
 	c.gd.mu.Lock()
@@ -438,7 +500,7 @@ func (c *Constraint) SetState(s int32) { c.s, c.ended, c.broken = s, false, fals
 // for each drafted position with the fork's state and advancing it by
 // the draft, while the sequence's constraint stays where the output is.
 func (c *Constraint) Fork() *Constraint {
-	return &Constraint{gd: c.gd, s: c.s, ended: c.ended, broken: c.broken}
+	return &Constraint{gd: c.gd, s: c.s, ended: c.ended, broken: c.broken, left: c.left}
 }
 
 // Allows reports whether id may come next (an end token where the output
