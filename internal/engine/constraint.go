@@ -16,3 +16,13 @@ type Constraint interface {
 	// with FinishStop without another step.
 	Advance(id int32) bool
 }
+
+// BudgetedConstraint is a Constraint that keeps room to finish its
+// structure within the tokens the sequence may still write: the scheduler
+// tells it, before each Sample, how many that is (the token being sampled
+// included), the least of what MaxTokens, the sequence's reserved
+// positions and the context leave.
+type BudgetedConstraint interface {
+	Constraint
+	Budget(left int)
+}

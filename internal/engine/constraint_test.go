@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 
@@ -104,5 +105,55 @@ func TestConstrainedBatching(t *testing.T) {
 	wg.Wait()
 	if complete == 0 {
 		t.Error("no constrained sequence completed")
+	}
+}
+
+// budgetRecorder is a free "constraint" that records the budgets the
+// scheduler tells it.
+type budgetRecorder struct {
+	mu   sync.Mutex
+	left []int
+}
+
+func (b *budgetRecorder) Budget(left int) { b.mu.Lock(); b.left = append(b.left, left); b.mu.Unlock() }
+func (b *budgetRecorder) Sample(s *sample.Sampler, row []float32, _ bool) int32 {
+	return s.Sample(row)
+}
+func (b *budgetRecorder) Advance(int32) bool { return false }
+
+// TestConstraintBudget: before each token the scheduler tells a budgeted
+// constraint how many tokens are left, the token itself included: MaxTokens
+// counts down to 1, and so does the context where it is the nearer limit.
+func TestConstraintBudget(t *testing.T) {
+	m := loadStories(t)
+	s := startScheduler(t, m, SchedulerConfig{Parallel: 2, Context: 20})
+	for _, c := range []struct {
+		prompt, max int
+		want        []int
+	}{
+		{2, 5, []int{5, 4, 3, 2, 1}},
+		{15, 100, []int{5, 4, 3, 2, 1}}, // the context: 20 - 15
+	} {
+		p := sample.DefaultParams()
+		p.Seed = 1
+		smp, err := sample.New(p, m.Cfg.Vocab)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prompt := make([]int32, c.prompt)
+		for i := range prompt {
+			prompt[i] = int32(10 + i)
+		}
+		rec := &budgetRecorder{}
+		st, err := s.Submit(context.Background(), Job{Prompt: prompt, MaxTokens: c.max, Sampler: smp, TopLogprobs: -1, IgnoreEOG: true, Constraint: rec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		collect(t, st)
+		rec.mu.Lock()
+		if !slices.Equal(rec.left, c.want) {
+			t.Errorf("prompt %d, max %d: budgets %v, want %v", c.prompt, c.max, rec.left, c.want)
+		}
+		rec.mu.Unlock()
 	}
 }

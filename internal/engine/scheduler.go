@@ -720,6 +720,11 @@ func (s *Scheduler) sampleInto(q *seq, row []float32, now time.Time) Finish {
 	}
 	var id int32
 	if j.Constraint != nil {
+		if bc, ok := j.Constraint.(BudgetedConstraint); ok {
+			// After this token the sequence ends at MaxTokens, at its
+			// reserved positions or at the context (see below).
+			bc.Budget(min(j.MaxTokens-q.gen, q.limit-len(q.toks), s.cfg.Context-len(q.toks)))
+		}
 		id = j.Constraint.Sample(j.Sampler, row, j.TopLogprobs >= 0)
 	} else {
 		id = j.Sampler.Sample(row)
