@@ -447,6 +447,15 @@ func (gd *Guide) search(s int32, limit int32, budget *int) {
 func (gd *Guide) MinTokens() (n int, ok bool) {
 	gd.mu.Lock()
 	defer gd.mu.Unlock()
+	if gd.minKnown {
+		return gd.minTokens, gd.minOK
+	}
+	gd.minTokens, gd.minOK = gd.minTokensLocked()
+	gd.minKnown = true
+	return gd.minTokens, gd.minOK
+}
+
+func (gd *Guide) minTokensLocked() (int, bool) {
 	s := gd.a.start
 	budget := maxSearch
 	if !gd.fits(s, inf-1, &budget) {
@@ -457,6 +466,10 @@ func (gd *Guide) MinTokens() (n int, ok bool) {
 	gd.search(s, gd.knownDist(s)-1, &budget)
 	return int(gd.knownDist(s)), true
 }
+
+// MinTokens is the fewest tokens of a complete reply from the start (see
+// Guide.MinTokens).
+func (c *Constraint) MinTokens() (int, bool) { return c.gd.MinTokens() }
 
 // HasFiniteSentence reports whether the grammar has any finite sentence
 // (a grammar such as root ::= "a" root has none).

@@ -202,6 +202,10 @@ type Guide struct {
 	forced      map[[2]int32]*mask
 	forcedBytes int
 	textBuf     []byte
+	// MinTokens' answer, computed once.
+	minKnown  bool
+	minTokens int
+	minOK     bool
 }
 
 // NewGuide binds g to v.

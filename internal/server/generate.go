@@ -106,6 +106,9 @@ type response struct {
 	SystemFingerprint string   `json:"system_fingerprint"`
 	Choices           []choice `json:"choices"`
 	Usage             *usage   `json:"usage,omitempty"`
+	// Braid is braid's own report (see braidInfo), on the whole reply
+	// or a stream's last chunk.
+	Braid *braidInfo `json:"braid,omitempty"`
 }
 
 // generation is one request's state while tokens arrive.
@@ -126,6 +129,10 @@ type generation struct {
 	textLP *textLogprobs
 
 	ncalls int // tool calls sent
+
+	// forced is set when the constraint closed the reply early to fit
+	// its budget (drive).
+	forced bool
 }
 
 // piece is output ready to send: reasoning, then content and tool calls
@@ -292,8 +299,13 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, b *Backend, j *job,
 			Message: fmt.Sprintf("the prompt has %d tokens but the context holds %d (and at least one token must be generated)", len(j.prompt), ctxLen)})
 		return
 	}
+	asked := maxTok
 	if room := ctxLen - len(j.prompt); maxTok < 0 || maxTok > room {
 		maxTok = room
+	}
+	if e := checkClosureBudget(j.constraint, asked, maxTok); e != nil {
+		writeError(w, e)
+		return
 	}
 	smp, err := sample.New(params, b.Vocab)
 	if err != nil {
@@ -372,6 +384,10 @@ func (g *generation) drive(ctx context.Context, cancel context.CancelFunc, st *e
 		switch {
 		case stopped:
 			return "stop", res, nil
+		case closureForced(g.j.constraint) && (res.Finish == engine.FinishStop || res.Finish == engine.FinishLength):
+			// Closed early to fit: complete, yet cut by the budget.
+			g.forced = true
+			return "length", res, nil
 		case res.Finish == engine.FinishStop:
 			return "stop", res, nil
 		case res.Finish == engine.FinishLength:
@@ -432,6 +448,10 @@ func (s *Server) whole(ctx context.Context, cancel context.CancelFunc, w http.Re
 	}
 	resp.Choices = []choice{c}
 	resp.Usage = g.usage(res)
+	if g.forced {
+		resp.Braid = &braidInfo{ClosureForced: true}
+		w.Header().Set(closureHeader, "true")
+	}
 	writeJSON(w, http.StatusOK, resp)
 }
 
@@ -476,6 +496,11 @@ func (s *Server) stream(ctx context.Context, cancel context.CancelFunc, w http.R
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
+	if g.j.constraint != nil {
+		// Known only at the end: a trailer (and the last chunk's
+		// "braid" field).
+		h.Set("Trailer", closureHeader)
+	}
 	w.WriteHeader(http.StatusOK)
 	flusher, _ := w.(http.Flusher)
 	send := func(v any) error {
@@ -571,6 +596,9 @@ func (s *Server) stream(ctx context.Context, cancel context.CancelFunc, w http.R
 	}
 	last := chunk("", &finish)
 	last.Usage = g.usage(res)
+	if g.forced {
+		last.Braid = &braidInfo{ClosureForced: true}
+	}
 	if send(last) != nil {
 		return
 	}
@@ -583,6 +611,9 @@ func (s *Server) stream(ctx context.Context, cancel context.CancelFunc, w http.R
 		}
 	}
 	w.Write([]byte("data: [DONE]\n\n"))
+	if g.j.constraint != nil {
+		h.Set(closureHeader, fmt.Sprint(g.forced))
+	}
 	if flusher != nil {
 		flusher.Flush()
 	}

@@ -262,8 +262,13 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, b *Backend, j *jo
 			Message: fmt.Sprintf("the prompt has %d tokens but the context holds %d (and at least one token must be generated)", len(j.prompt), ctxLen)})
 		return nil, nil, nil, nil, false
 	}
+	asked := maxTok
 	if room := ctxLen - len(j.prompt); maxTok < 0 || maxTok > room {
 		maxTok = room
+	}
+	if e := checkClosureBudget(j.constraint, asked, maxTok); e != nil {
+		writeError(w, e)
+		return nil, nil, nil, nil, false
 	}
 	j.maxTokens = maxTok
 	smp, err := sample.New(params, b.Vocab)
@@ -549,7 +554,12 @@ func (g *generation) driveTokens(ctx context.Context, cancel context.CancelFunc,
 		g.s.metrics.observeITL(g.gaps)
 		g.s.metrics.observeE2E(time.Since(g.start))
 		switch {
-		case stopped, res.Finish == engine.FinishStop:
+		case stopped:
+			return "stop", res, nil
+		case closureForced(g.j.constraint) && (res.Finish == engine.FinishStop || res.Finish == engine.FinishLength):
+			g.forced = true // closed early to fit the budget
+			return "length", res, nil
+		case res.Finish == engine.FinishStop:
 			return "stop", res, nil
 		case res.Finish == engine.FinishLength:
 			return "length", res, nil

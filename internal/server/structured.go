@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 
 	"braid/internal/chat"
+	"braid/internal/engine"
 	"braid/internal/grammar"
 )
 
@@ -212,6 +214,9 @@ func (b *Backend) guide(key string, chatReply bool, param string, build func() (
 	if err := gd.Prepare(); err != nil {
 		return nil, badRequest(param, "%s: %s", param, strings.TrimPrefix(err.Error(), "grammar: "))
 	}
+	if !gd.HasFiniteSentence() {
+		return nil, badRequest(param, "%s: the grammar has no finite sentence (every derivation goes on forever), so no reply could ever be complete", param)
+	}
 	b.vocabs.guides.put(key, gd)
 	return gd, nil
 }
@@ -238,3 +243,51 @@ func (b *Backend) specGuide(spec *constraintSpec, chatReply bool, format chat.Re
 		return wg, nil
 	})
 }
+
+// closingConstraint is what the server asks of a grammar constraint about
+// its budget (grammar.Constraint): the shortest reply, and whether the
+// reply was closed early to fit.
+type closingConstraint interface {
+	MinTokens() (int, bool)
+	ClosureForced() bool
+}
+
+// checkClosureBudget refuses a constrained request whose budget cannot
+// hold the shortest reply its grammar allows: cut short, the reply would
+// not parse. asked is the request's max_tokens (negative when it set
+// none); maxTok is the budget after the context's room.
+func checkClosureBudget(c engine.Constraint, asked, maxTok int) *apiError {
+	cc, ok := c.(closingConstraint)
+	if !ok {
+		return nil
+	}
+	min, ok := cc.MinTokens()
+	if !ok || maxTok >= min {
+		return nil
+	}
+	if asked >= 0 && asked <= maxTok {
+		return &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "max_tokens", Code: "max_tokens_below_structure",
+			Message: fmt.Sprintf("max_tokens is %d but the shortest reply the requested format (schema, grammar or tool call) allows takes %d tokens; raise max_tokens to at least %d", asked, min, min)}
+	}
+	return &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "max_tokens", Code: "context_length_exceeded",
+		Message: fmt.Sprintf("the context leaves room for %d tokens after the prompt but the shortest reply the requested format (schema, grammar or tool call) allows takes %d tokens", maxTok, min)}
+}
+
+// closureForced reports whether c closed its reply early to fit the
+// budget: the reply is complete but finish_reason stays "length".
+func closureForced(c engine.Constraint) bool {
+	cc, ok := c.(closingConstraint)
+	return ok && cc.ClosureForced()
+}
+
+// braidInfo is braid's own part of a response ("braid": {...}), present
+// only when it has something to say.
+type braidInfo struct {
+	// ClosureForced: the budget (max_tokens or the context) ran short
+	// and the constrained reply was closed early to stay valid.
+	ClosureForced bool `json:"closure_forced"`
+}
+
+// closureHeader names the response header (whole replies) and trailer
+// (streams) that says the closure was forced.
+const closureHeader = "X-Braid-Closure-Forced"
