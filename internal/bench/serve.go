@@ -221,7 +221,25 @@ func randomPrompts(ctx context.Context, client *http.Client, cfg ServeConfig, rn
 		}
 		return r.PromptTokens, nil
 	}
-	const chunk = 48
+	// Each calibration request must fit the server's context: chunks of
+	// up to 48 words, fewer where the context is small (the first chunk
+	// is also sent twice over, and a word may take a token per byte).
+	ctxLen := serverContext(ctx, client, cfg)
+	chunk := 48
+	if ctxLen > 0 {
+		base, err := count(wordList[0])
+		if err != nil {
+			return nil, err
+		}
+		worst := 1
+		for _, w := range wordList {
+			worst = max(worst, len(w)+1)
+		}
+		chunk = min(chunk, max(1, (ctxLen-1-base)/(2*worst)))
+		if need := cfg.InputLen + cfg.OutputLen; need > ctxLen {
+			return nil, fmt.Errorf("bench serve: --input-len %d plus --output-len %d is %d tokens, more than the server's context of %d", cfg.InputLen, cfg.OutputLen, need, ctxLen)
+		}
+	}
 	var parts []string
 	for lo := 0; lo < len(wordList); lo += chunk {
 		parts = append(parts, strings.Join(wordList[lo:min(lo+chunk, len(wordList))], " "))
@@ -245,6 +263,10 @@ func randomPrompts(ctx context.Context, client *http.Client, cfg ServeConfig, rn
 	}
 	perWord := max(float64(listTokens)/float64(len(wordList)), 0.1)
 	n := max(1, int(math.Round(float64(cfg.InputLen-fixed)/perWord)))
+	if float64(cfg.InputLen-fixed) < perWord {
+		fmt.Fprintf(cfg.Log, "warning: every request takes %d prompt tokens besides its words (BOS, the chat template's markers), as many as --input-len %d or more: the prompts are one word, about %d tokens\n",
+			fixed, cfg.InputLen, fixed+int(math.Ceil(perWord)))
+	}
 	fmt.Fprintf(cfg.Log, "calibration: %.2f prompt tokens per word on the server and %d besides them; using %d words for %d tokens\n",
 		perWord, fixed, n, cfg.InputLen)
 	out := make([]prompt, cfg.NumPrompts)
@@ -287,6 +309,54 @@ func loadDataset(path string, n, outLen int) ([]prompt, error) {
 		out = append(out, out[i%have])
 	}
 	return out[:n], nil
+}
+
+// serverContext asks the server its context length: llama-server's and
+// braid's /props (default_generation_settings.n_ctx), else vLLM's
+// /v1/models (max_model_len); 0 when neither says.
+func serverContext(ctx context.Context, client *http.Client, cfg ServeConfig) int {
+	get := func(path string, v any) bool {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, "GET", cfg.URL+path, nil)
+		if err != nil {
+			return false
+		}
+		if cfg.APIKey != "" {
+			req.Header.Set("Authorization", "Bearer "+cfg.APIKey)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return false
+		}
+		return json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(v) == nil
+	}
+	var props struct {
+		Settings struct {
+			NCtx int `json:"n_ctx"`
+		} `json:"default_generation_settings"`
+	}
+	if get("/props", &props) && props.Settings.NCtx > 0 {
+		return props.Settings.NCtx
+	}
+	var models struct {
+		Data []struct {
+			ID          string `json:"id"`
+			MaxModelLen int    `json:"max_model_len"`
+		} `json:"data"`
+	}
+	if get("/v1/models", &models) {
+		for _, m := range models.Data {
+			if m.MaxModelLen > 0 && (m.ID == cfg.Model || len(models.Data) == 1) {
+				return m.MaxModelLen
+			}
+		}
+	}
+	return 0
 }
 
 // doRequest sends one streaming request and times its tokens; Start is
