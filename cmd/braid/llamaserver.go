@@ -357,7 +357,10 @@ func (f *llamaFlags) defaults() (*server.Defaults, error) {
 	p := sample.Params{Temperature: float32(f.temp), TopK: f.topK, TopP: float32(f.topP), MinP: float32(f.minP),
 		RepeatPenalty: float32(f.repeatPen), RepeatLastN: f.repeatLastN, PresencePenalty: float32(f.presencePen), FrequencyPenalty: float32(f.freqPen)}
 	if err := p.Validate(); err != nil {
-		return nil, usagef("sampling flags: %v", strings.TrimPrefix(err.Error(), "sample: "))
+		// The sampler names the wire field (top_p); say the flag.
+		msg := strings.TrimPrefix(err.Error(), "sample: invalid ")
+		name, rest, _ := strings.Cut(msg, " ")
+		return nil, usagef("--%s %s", strings.ReplaceAll(name, "_", "-"), rest)
 	}
 	if f.nPredict < -1 {
 		return nil, usagef("--n-predict %d: give a number of tokens, or -1 for no limit", f.nPredict)

@@ -456,7 +456,7 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 	}
 	defer cancel()
 	rs := &responseState{id: newID("resp_"), msgID: newID("msg_"), rsID: newID("rs_"), created: start.Unix(), req: &req,
-		model: req.Model, status: "in_progress"}
+		model: s.modelName(req.Model), status: "in_progress"}
 	g.id = rs.id
 	var ev *responseEvents
 	if req.Stream {
