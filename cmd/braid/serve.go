@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,7 +24,7 @@ func init() {
 }
 
 func runServe(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("serve", "-m MODEL [--listen 127.0.0.1:8080] [--parallel 8] [-c CTX] [--api-key-file F] [--alias NAME] [--workers ... | --cluster FILE] [--spec ngram|draft|mtp [--model-draft F] [--spec-n-max N] [--spec-n-min N]]", stderr)
+	fs := newFlags("serve", "-m MODEL [--listen 127.0.0.1:8080 | --host H[,H2] --port P] [--parallel 8] [-c CTX] [--api-key-file F | --api-key K] [--alias NAME[,NAME2]] [--tags T] [--temp T --seed S -n N ...] [--context-shift [--keep N]] [--no-metrics] [--no-slots] [--no-ui] [--chat-template T | --chat-template-file F] [--workers ... | --cluster FILE] [--spec ngram|draft|mtp [--model-draft F] [--spec-n-max N] [--spec-n-min N]]", stderr)
 	mf := modelFlags{serving: true}
 	mf.register(fs)
 	var cf clusterFlags
@@ -34,7 +34,8 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	parallel := fs.Int("parallel", 8, "sequences decoded together; each gets the full context")
 	queue := fs.Int("queue", 0, "requests waiting beyond --parallel before 429 (default 16 x parallel)")
 	keyFile := fs.String("api-key-file", "", "file with the accepted API keys, one per line; without it no key is needed")
-	alias := fs.String("alias", "", "model name served (default: the file name without .gguf)")
+	alias := fs.String("alias", "", "model `names` served, comma-separated: the first is the one /models lists, the others are accepted too (default: the file name without .gguf)")
+	fs.Var(alsoFlag{fs, "alias"}, "a", "the same as --alias")
 	grace := fs.Duration("grace", 30*time.Second, "on SIGTERM, how long running requests may finish before they are cancelled")
 	maxBody := fs.Int64("max-body", 8<<20, "largest request body in bytes")
 	stepTokens := fs.Int("step-tokens", 512, "tokens evaluated per step: one per decoding sequence, prompt chunks share the rest")
@@ -44,21 +45,47 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	noEmbed := fs.Bool("no-embeddings", false, "refuse /v1/embeddings (otherwise a second instance of the model, sharing its weights, computes them on demand)")
 	var sf specFlags
 	sf.register(fs, false)
+	var lf llamaFlags
+	lf.register(fs)
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return err
 	}
+	if err := lf.applyEnv(fs, os.Environ()); err != nil {
+		return err
+	}
+	for k, v := range lf.mapped {
+		if err := fs.Set(k, v); err != nil {
+			return usagef("--%s %s: %v", k, v, err)
+		}
+	}
 	if err := sf.check(false); err != nil {
+		return err
+	}
+	if lf.ctxShift && sf.active() {
+		return usagef("--context-shift with --spec %s is not supported: a shift would have to move the drafter's states too; give one of them", sf.kind)
+	}
+	defaults, err := lf.defaults()
+	if err != nil {
+		return err
+	}
+	chatTmpl, err := lf.template()
+	if err != nil {
 		return err
 	}
 	slog, err := newServeLog(stderr, *logFormat)
 	if err != nil {
 		return err
 	}
-	addr, err := hp.addr(fs, *listen)
+	for _, n := range lf.notes {
+		slog.logf("note: %s", n)
+	}
+	if !lf.jinja {
+		slog.logf("note: --no-jinja: braid renders chat with the model's Jinja template all the same (llama-server's non-Jinja path writes the same built-in formats, without tools)")
+	}
+	addrs, err := listenAddrs(fs, hp, *listen)
 	if err != nil {
 		return err
 	}
-	*listen = addr
 	stopProfile, err := startCPUProfile(*cpuProfile)
 	if err != nil {
 		return err
@@ -85,17 +112,23 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("--api-key-file %s holds no key", *keyFile)
 		}
 	}
+	keys = append(keys, splitList(lf.apiKey)...)
 	spec := mf.path
 	if err := mf.resolve(stderr); err != nil {
 		return err
 	}
-	name := *alias
+	names := splitList(*alias)
 	fileName := strings.TrimSuffix(filepath.Base(mf.path), ".gguf")
-	if name == "" && mf.hub != nil {
-		name = spec // as asked for: ORG/NAME:QUANT
+	if len(names) == 0 && mf.hub != nil {
+		names = []string{spec} // as asked for: ORG/NAME:QUANT
 	}
-	if name == "" {
-		name = fileName
+	if len(names) == 0 {
+		names = []string{fileName}
+	}
+	name := names[0]
+	aliases := names[1:]
+	if !slices.Contains(names, fileName) {
+		aliases = append(aliases, fileName)
 	}
 	logf := slog.logf
 	// A model that cannot load fails here, before "listening".
@@ -105,19 +138,20 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if err := sf.prepareServe(&mf, &cf, stderr); err != nil {
 		return err
 	}
-	srv := server.New(server.Config{Model: name, Aliases: []string{fileName}, APIKeys: keys, MaxBodyBytes: *maxBody, Logf: logf,
-		ModelPath: mf.path, AccessLog: slog.access})
+	srv := server.New(server.Config{Model: name, Aliases: aliases, APIKeys: keys, MaxBodyBytes: *maxBody, Logf: logf,
+		ModelPath: mf.path, AccessLog: slog.access, Tags: splitList(lf.tags), Defaults: defaults,
+		NoMetrics: !lf.metrics, NoSlots: !lf.slots, NoWeb: !lf.ui})
 
-	ln, err := net.Listen("tcp", *listen)
+	ln, err := listenAll(addrs)
 	if err != nil {
-		return fmt.Errorf("listening on %s: %w", *listen, err)
+		return err
 	}
 	ctx, stop := interruptContext(logf)
 	defer stop()
 	// Listen first, so /health can say "loading" while the weights map in.
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx, ln, *grace) }()
-	logf("listening on http://%s (model %q, loading)", ln.Addr(), name)
+	logf("listening on %s (model %q, loading)", strings.Join(listenerAddrs(ln), " and "), name)
 
 	l, tok, tmpl, err := loadForServe(&mf, &cf, *parallel, logf, stderr)
 	if err != nil {
@@ -128,6 +162,10 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer l.Close()
+	if chatTmpl != nil {
+		tmpl = chatTmpl
+		logf("chat template: the one given (%s), not the model's", map[bool]string{true: "--chat-template-file", false: "--chat-template"}[lf.chatTemplateFile != ""])
+	}
 	prefix := 0
 	if *noPrefix {
 		prefix = -1
@@ -151,7 +189,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}
 	sched, err := engine.NewScheduler(l.backend, engine.SchedulerConfig{
 		Parallel: *parallel, Context: l.ctx, StepTokens: *stepTokens, MaxQueue: *queue, PrefixCache: prefix, IsEOG: tok.IsEOG,
-		Spec: specCfg,
+		Spec: specCfg, ContextShift: lf.ctxShift,
 	})
 	if err != nil {
 		stop()
@@ -160,7 +198,8 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}
 	schedCtx, stopSched := context.WithCancel(context.Background())
 	schedDone := sched.Start(schedCtx)
-	sb := &server.Backend{Sched: sched, Tok: tok, Template: tmpl, Vocab: l.backend.Vocab(), LoadMode: l.load.Mode.String(), LoadReason: l.load.Reason}
+	sb := &server.Backend{Sched: sched, Tok: tok, Template: tmpl, Vocab: l.backend.Vocab(), LoadMode: l.load.Mode.String(), LoadReason: l.load.Reason,
+		Meta: modelMeta(l)}
 	if l.cl != nil {
 		sb.Ranks = l.cl
 	} else if !*noEmbed {
@@ -171,7 +210,11 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	sb.Cluster = clusterInfo(l, *parallel)
 	srv.SetReady(sb)
 	kv := l.backend.KVConfig()
-	logf("ready: %d slots x %d tokens of context, %d threads, KV cache %d blocks of %d positions", *parallel, l.ctx, mf.threads, kv.Blocks, kv.BlockSize)
+	shift := "off"
+	if lf.ctxShift {
+		shift = fmt.Sprintf("on (keeps %d prompt tokens)", lf.keep)
+	}
+	logf("ready: %d slots x %d tokens of context, %d threads, KV cache %d blocks of %d positions, context shift %s", *parallel, l.ctx, mf.threads, kv.Blocks, kv.BlockSize, shift)
 
 	err = <-served
 	// The HTTP side has drained (or been cancelled); the scheduler goes last

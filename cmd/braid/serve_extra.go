@@ -141,3 +141,25 @@ func interruptContext(logf func(string, ...any), onSignal ...func(os.Signal)) (c
 		})
 	}
 }
+
+// modelMeta are the model's facts that llama-server lists in /models'
+// meta: its training context, embedding width, parameters and bytes.
+func modelMeta(l *loaded) map[string]any {
+	f := l.file
+	var params int64
+	for _, t := range f.Tensors {
+		n := int64(1)
+		for _, d := range t.Shape {
+			n *= d
+		}
+		params += n
+	}
+	m := map[string]any{"n_params": params, "size": f.Size()}
+	if v, ok := f.Int(f.Arch() + ".context_length"); ok {
+		m["n_ctx_train"] = v
+	}
+	if v, ok := f.Int(f.Arch() + ".embedding_length"); ok {
+		m["n_embd"] = v
+	}
+	return m
+}

@@ -90,7 +90,7 @@ func (s *Scheduler) stepOverlapped() {
 		}
 		row := s.logits[q.logits*vocab : (q.logits+1)*vocab]
 		if f := s.sampleInto(q, row, now); f != FinishNone {
-			s.end(q, f, nil, true)
+			s.end(q, f, q.failed, q.failed == nil)
 			q.ended = true
 		}
 	}
@@ -178,17 +178,34 @@ func (s *Scheduler) buildBatch(g []*seq) (Output, int) {
 		}
 		q.fed += n
 		budget -= n
-		s.promptToks.Add(int64(n))
+		if q.shifts > 0 {
+			s.shiftToks.Add(int64(n))
+		} else {
+			s.promptToks.Add(int64(n))
+		}
 	}
 	// What the output rows must hold: the ranks' best candidates where
 	// every sequence's sampler can use them exactly, else full rows.
 	var out Output
 	for _, q := range g {
 		if q.logits >= 0 {
-			out = out.Merge(NeedFor(q.st.job.Sampler.Params(), len(q.toks), q.st.job.TopLogprobs >= 0 || q.st.job.Constraint != nil))
+			out = out.Merge(s.need(q))
 		}
 	}
 	return out, decoding
+}
+
+// need is what q's output row must hold: NeedFor, with room for the
+// banned end-of-generation tokens among the candidates.
+func (s *Scheduler) need(q *seq) Output {
+	j := q.st.job
+	o := NeedFor(j.Sampler.Params(), len(q.toks), j.TopLogprobs >= 0 || j.Constraint != nil)
+	if j.IgnoreEOG && !o.Full {
+		// Each rank's list may hold every banned token before the one
+		// that is picked.
+		o.TopK += len(s.eog)
+	}
+	return o
 }
 
 // stepDone records a step's outcome for /health: a backend that could not

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,6 +42,11 @@ type SchedulerConfig struct {
 	// IsEOG reports end-of-generation tokens; they end a sequence with
 	// FinishStop and are not emitted.
 	IsEOG func(id int32) bool
+	// ContextShift lets a sequence that fills the context go on: the
+	// tokens after its Job.NKeep are halved (the older half dropped) and
+	// what is kept is evaluated again (see shift). Off, a full context
+	// ends the sequence with FinishLength.
+	ContextShift bool
 	// Spec, when set, decodes speculatively inside the batches (see
 	// specsched.go); its Stats is not used (see Scheduler.SpecStats).
 	Spec *Spec
@@ -61,9 +67,17 @@ type Job struct {
 	// TopLogprobs asks for the sampled token's logprob (0) and the k most
 	// likely alternatives (k > 0); negative asks for none.
 	TopLogprobs int
-	// IgnoreEOG keeps generating through end-of-generation tokens (load
-	// generators use it to get outputs of a fixed length).
+	// IgnoreEOG bans the end-of-generation tokens (their logits are set
+	// to -Inf before sampling, as llama-server's ignore_eos does), so the
+	// sequence runs to its limit (load generators use it to get outputs
+	// of a fixed length).
 	IgnoreEOG bool
+	// NKeep is how many tokens from the start a context shift keeps (the
+	// caller counts a beginning-of-sequence token in); negative keeps the
+	// whole prompt. It is capped at Context-4 so that a shift always
+	// frees room. NDiscard is how many tokens after them a shift drops;
+	// 0 means half of those after NKeep.
+	NKeep, NDiscard int
 	// Constraint, when set, limits the tokens sampled (a grammar); its
 	// sequence always gets full rows of logits.
 	Constraint Constraint
@@ -113,6 +127,13 @@ type Result struct {
 	CachedTokens int
 	GenTokens    int
 	Admitted     time.Time // when the request got a slot
+	// Shifts counts the context shifts of the sequence (SchedulerConfig.
+	// ContextShift); a sequence whose first tokens were dropped so is
+	// "truncated" in llama-server's words.
+	Shifts int
+	// CacheLen is how many tokens the sequence held in the cache at its
+	// end (its prompt and generated tokens, less what shifts dropped).
+	CacheLen int
 }
 
 // Stream carries one request's tokens from the scheduler to its caller. The
@@ -203,6 +224,9 @@ type Counters struct {
 	// StepSequences[k] counts steps that decoded k sequences together
 	// (k = 0: prefill only).
 	StepSequences []int64
+	// ContextShifts counts the context shifts made; ShiftTokens the tokens
+	// evaluated again after them (not counted in PromptTokens).
+	ContextShifts, ShiftTokens int64
 }
 
 // seq is one admitted request inside the loop.
@@ -219,7 +243,9 @@ type seq struct {
 	logits   int   // row of this step's logits, -1 when none
 	inFlight bool  // in a pipelined step not yet collected
 	ended    bool  // finished while its group was collected
-	failed   error // why the drafter refused its prompt's states (ended after the step)
+	failed   error // why the drafter refused its prompt's states, or a context shift failed (ended after the step)
+	promptN  int   // the request's prompt length (prompt is replaced by a context shift)
+	shifts   int   // context shifts made
 }
 
 type cachedSeq struct {
@@ -241,6 +267,7 @@ type Scheduler struct {
 
 	// written by the loop, read by Counters
 	steps, promptToks, reusedToks, genToks  atomic.Int64
+	shifts, shiftToks                       atomic.Int64
 	busy, kvUsed, kvTotal, cachedN, maxStep atomic.Int64
 	stepSeqs                                []atomic.Int64
 
@@ -257,6 +284,7 @@ type Scheduler struct {
 	batch   model.Batch
 	logits  []float32
 	spec    *schedSpec // speculative decoding, or nil
+	eog     []int32    // the end-of-generation tokens, which IgnoreEOG bans
 
 	// Overlapped steps on a Pipeline backend (pipeline.go): the groups
 	// in flight, oldest first, and spare group slices.
@@ -309,6 +337,17 @@ func NewScheduler(b Backend, cfg SchedulerConfig) (*Scheduler, error) {
 		incoming: make(chan *Stream, cfg.MaxQueue+cfg.Parallel),
 		stepSeqs: make([]atomic.Int64, cfg.Parallel+1),
 		logits:   make([]float32, cfg.Parallel*b.Vocab()),
+	}
+	if cfg.ContextShift && cfg.Spec != nil {
+		return nil, fmt.Errorf("engine: context shift with speculative decoding is not supported (the drafter's states would have to be shifted too)")
+	}
+	if cfg.IsEOG != nil {
+		// The banned list of Job.IgnoreEOG.
+		for id := range int32(b.Vocab()) {
+			if cfg.IsEOG(id) {
+				s.eog = append(s.eog, id)
+			}
+		}
 	}
 	if cfg.Spec != nil {
 		if err := s.initSpec(); err != nil {
@@ -363,6 +402,7 @@ func (s *Scheduler) Counters() Counters {
 		CachedSequences: int(s.cachedN.Load()), MaxStepSequences: int(s.maxStep.Load()),
 		MaxInFlight: int(s.maxInFlight.Load()), OverlappedSteps: s.overlapped.Load(),
 		StepSequences: make([]int64, len(s.stepSeqs)),
+		ContextShifts: s.shifts.Load(), ShiftTokens: s.shiftToks.Load(),
 	}
 	for i := range s.stepSeqs {
 		c.StepSequences[i] = s.stepSeqs[i].Load()
@@ -542,7 +582,7 @@ func (s *Scheduler) place(st *Stream) (*seq, error) {
 	j := st.job
 	limit := min(len(j.Prompt)+j.MaxTokens, s.cfg.Context)
 	id := s.newID()
-	q := &seq{st: st, id: id, prompt: j.Prompt, limit: limit, admitted: time.Now()}
+	q := &seq{st: st, id: id, prompt: j.Prompt, promptN: len(j.Prompt), limit: limit, admitted: time.Now()}
 	q.toks = make([]int32, 0, limit+1)
 	q.toks = append(q.toks, j.Prompt...)
 	// The last prompt token is always evaluated: its logits give the first
@@ -651,8 +691,9 @@ func (s *Scheduler) evict(i int) {
 // that ended normally stays in the prefix cache (only the positions it wrote)
 // for a later request to continue.
 func (s *Scheduler) end(q *seq, f Finish, err error, keep bool) {
-	r := Result{Finish: f, Err: err, PromptTokens: len(q.prompt), CachedTokens: q.cached, GenTokens: q.gen, Admitted: q.admitted}
 	n := s.b.Len(q.id)
+	r := Result{Finish: f, Err: err, PromptTokens: q.promptN, CachedTokens: q.cached, GenTokens: q.gen, Admitted: q.admitted,
+		Shifts: q.shifts, CacheLen: n}
 	if keep && s.cfg.PrefixCache > 0 && n > 0 && s.b.Truncate(q.id, n) == nil {
 		if len(s.lru) >= s.cfg.PrefixCache {
 			s.evict(0)
@@ -701,7 +742,7 @@ func (s *Scheduler) step() {
 		}
 		row := s.logits[q.logits*vocab : (q.logits+1)*vocab]
 		if f := s.sampleInto(q, row, now); f != FinishNone {
-			s.end(q, f, nil, true)
+			s.end(q, f, q.failed, q.failed == nil)
 			continue
 		}
 		a = append(a, q)
@@ -717,6 +758,9 @@ func (s *Scheduler) sampleInto(q *seq, row []float32, now time.Time) Finish {
 	j := q.st.job
 	if q.gen >= j.MaxTokens {
 		return FinishLength
+	}
+	if j.IgnoreEOG {
+		s.ban(row)
 	}
 	var id int32
 	if j.Constraint != nil {
@@ -750,10 +794,73 @@ func (s *Scheduler) sampleInto(q *seq, row []float32, now time.Time) Finish {
 	if j.Constraint != nil && j.Constraint.Advance(id) {
 		return FinishStop // the grammar is complete: nothing may follow
 	}
-	if q.gen >= j.MaxTokens || len(q.toks) >= q.limit || len(q.toks) >= s.cfg.Context {
-		// len(q.toks) counts the new token, which would sit at position
-		// len-1; at the limit there is no room to feed it.
+	if q.gen >= j.MaxTokens {
 		return FinishLength
 	}
+	if len(q.toks) >= q.limit || len(q.toks) >= s.cfg.Context {
+		// len(q.toks) counts the new token, which would sit at position
+		// len-1; at the limit there is no room to feed it.
+		if !s.cfg.ContextShift || len(q.toks) < s.cfg.Context {
+			return FinishLength
+		}
+		if err := s.shift(q); err != nil {
+			q.failed = err
+			return FinishError
+		}
+	}
 	return FinishNone
+}
+
+// ban sets the logits of the end-of-generation tokens to -Inf.
+func (s *Scheduler) ban(row []float32) {
+	for _, id := range s.eog {
+		row[id] = float32(math.Inf(-1))
+	}
+}
+
+// shift makes room in q's full context, as llama-server's context shift
+// does: it keeps the first NKeep tokens, drops the NDiscard after them
+// (half of the rest by default) and moves the others down. Where
+// llama-server moves the cached keys (a RoPE re-rotation), this drops the
+// cache after the kept tokens and evaluates the moved ones again, as a
+// prompt chunk of the next steps: that is correct for every architecture
+// (latent MLA caches, sliding windows, indexer keys, recurrent state,
+// which cannot be moved at all) and over every split, where each rank
+// replays the Truncate and the chunk is an ordinary step, and it costs
+// about one prompt token per generated one (a prompt token is far cheaper
+// than a decoded one). The kept tokens' cache is then exactly what the
+// model computes for the shortened text.
+func (s *Scheduler) shift(q *seq) error {
+	j := q.st.job
+	n := len(q.toks) - 1 // in the cache; q.toks[n] is the token to feed next
+	keep := j.NKeep
+	if keep < 0 {
+		keep = q.promptN
+	}
+	keep = max(0, min(keep, s.cfg.Context-4, n))
+	left := n - keep
+	discard := j.NDiscard
+	if discard <= 0 {
+		discard = left / 2
+	}
+	discard = min(discard, max(0, left-1))
+	if discard == 0 {
+		return fmt.Errorf("engine: context shift of a full context of %d: n_keep %d leaves nothing to drop", s.cfg.Context, keep)
+	}
+	q.toks = append(q.toks[:keep], q.toks[keep+discard:]...)
+	// Where the cache can go on from: keep, or for recurrent layers the
+	// snapshot at or before it (0 when none).
+	from := resumePoint(s.b, q.id, keep)
+	if err := s.b.Truncate(q.id, from); err != nil {
+		return fmt.Errorf("engine: context shift: truncating sequence %d to %d: %w", q.id, from, err)
+	}
+	if err := s.reserveRetry(func() error { return s.b.Reserve(q.id, q.limit) }); err != nil {
+		return fmt.Errorf("engine: context shift: reserving %d positions: %w", q.limit, err)
+	}
+	// The kept tokens after from and the moved ones are fed as a prompt
+	// chunk; its last row gives the next token.
+	q.prompt, q.fed = q.toks, from
+	q.shifts++
+	s.shifts.Add(1)
+	return nil
 }

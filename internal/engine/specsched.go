@@ -612,7 +612,7 @@ func (s *Scheduler) stepSpec() {
 	var out Output
 	for _, q := range s.active {
 		if q.logits >= 0 {
-			out = out.Merge(NeedFor(q.st.job.Sampler.Params(), len(q.toks), q.st.job.TopLogprobs >= 0 || q.st.job.Constraint != nil))
+			out = out.Merge(s.need(q))
 		}
 	}
 	exact := sp.cfg.Exact != nil && verified > len(sp.dec)
@@ -720,6 +720,11 @@ func (s *Scheduler) verifyInto(q *seq, st *seqSpec, now time.Time) (Finish, erro
 		v.qprobs = sp.reqs[st.req].Probs
 	}
 	kd := len(st.drafts)
+	if j.IgnoreEOG {
+		for r := range st.rows {
+			s.ban(rows[r*V : (r+1)*V])
+		}
+	}
 	accepted := v.verify(j.Sampler, rows, V, sampled)
 	sp.stats.record(kd, accepted, len(v.out))
 	sp.stepTok += len(v.out)

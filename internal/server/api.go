@@ -97,6 +97,14 @@ type samplingRequest struct {
 	// IgnoreEOS (llama-server and vLLM's extension) generates through
 	// end-of-generation tokens, for benchmarks with fixed output lengths.
 	IgnoreEOS bool `json:"ignore_eos"`
+	// NKeep and NDiscard (llama-server's) say what a context shift keeps
+	// from the start of the prompt (-1: all of it) and how many tokens
+	// after those it drops (0: half).
+	NKeep    *int `json:"n_keep"`
+	NDiscard *int `json:"n_discard"`
+	// LogitBias is refused: the sampler has no per-token bias (ignore_eos
+	// bans the end-of-generation tokens by other means).
+	LogitBias json.RawMessage `json:"logit_bias"`
 	// ResponseFormat (OpenAI's), JSONSchema and Grammar (llama-server's:
 	// a JSON Schema, a GBNF text) constrain the output while sampling.
 	ResponseFormat *responseFormat `json:"response_format"`
@@ -210,14 +218,30 @@ func jsonKind(goKind string) string {
 	return goKind
 }
 
+func (q *samplingRequest) keep() *int    { return q.NKeep }
+func (q *samplingRequest) discard() *int { return q.NDiscard }
+
 // params turns the sampling fields into sampler parameters and the token
-// limit (-1: none given), checking every range.
-func (q *samplingRequest) params(randomSeed func() uint64) (sample.Params, int, *apiError) {
-	p := sample.DefaultParams()
+// limit (-1: none), checking every range; what the request does not set
+// comes from d (nil: sample.DefaultParams, a random seed, no limit).
+func (q *samplingRequest) params(d *Defaults, randomSeed func() uint64) (sample.Params, int, *apiError) {
+	if d == nil {
+		d = DefaultDefaults()
+	}
+	p := d.Params
 	if q.N != nil && *q.N != 1 {
 		return p, 0, badRequest("n", "n = %d is not supported: braid returns one choice per request (n = 1)", *q.N)
 	}
-	maxTok := -1
+	if len(q.LogitBias) > 0 && !bytes.Equal(q.LogitBias, []byte("null")) && !bytes.Equal(bytes.TrimSpace(q.LogitBias), []byte("{}")) && !bytes.Equal(bytes.TrimSpace(q.LogitBias), []byte("[]")) {
+		return p, 0, badRequest("logit_bias", "logit_bias is not supported (ignore_eos: true bans the end-of-generation tokens)")
+	}
+	if q.NKeep != nil && *q.NKeep < -1 {
+		return p, 0, badRequest("n_keep", "n_keep = %d: give a number of tokens, or -1 for the whole prompt", *q.NKeep)
+	}
+	if q.NDiscard != nil && *q.NDiscard < 0 {
+		return p, 0, badRequest("n_discard", "n_discard = %d must not be negative (0: half of what follows n_keep)", *q.NDiscard)
+	}
+	maxTok := d.NPredict
 	for _, f := range []struct {
 		name string
 		v    *int
@@ -268,9 +292,12 @@ func (q *samplingRequest) params(randomSeed func() uint64) (sample.Params, int, 
 		}
 		p.TopK = *q.TopK
 	}
-	if q.Seed != nil {
+	switch {
+	case q.Seed != nil && *q.Seed != -1:
 		p.Seed = uint64(*q.Seed)
-	} else {
+	case q.Seed == nil && d.SeedSet:
+		p.Seed = d.Params.Seed
+	default: // -1 is llama-server's "random"
 		p.Seed = randomSeed()
 	}
 	if len(q.Stop) > maxStops {

@@ -44,7 +44,7 @@ func FuzzExtraRequests(f *testing.F) {
 
 		var nr nativeRequest
 		if e := parseJSON(body, &nr); e == nil {
-			_, _, e := nr.params(func() uint64 { return 1 })
+			_, _, e := nr.params(nil, func() uint64 { return 1 })
 			check(t, "native params", e)
 			_, _, e = parsePrompt(nr.Prompt)
 			check(t, "native prompt", e)
@@ -82,7 +82,7 @@ func FuzzExtraRequests(f *testing.F) {
 			sr, e := rr.toSampling()
 			check(t, "responses fields", e)
 			if e == nil {
-				_, _, e = sr.params(func() uint64 { return 1 })
+				_, _, e = sr.params(nil, func() uint64 { return 1 })
 				check(t, "responses params", e)
 				_, e = sr.outputConstraint()
 				check(t, "responses format", e)

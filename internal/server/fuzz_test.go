@@ -34,7 +34,7 @@ func FuzzParseRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var c chatRequest
 		if e := parseJSON(body, &c); e == nil {
-			if _, _, e := c.params(func() uint64 { return 1 }); e != nil && e.Status != 400 {
+			if _, _, e := c.params(nil, func() uint64 { return 1 }); e != nil && e.Status != 400 {
 				t.Fatalf("params: status %d", e.Status)
 			}
 			if vars, e := c.templateVars(); e != nil && e.Status != 400 {
@@ -74,7 +74,7 @@ func FuzzParseRequest(f *testing.F) {
 		}
 		var p completionRequest
 		if e := parseJSON(body, &p); e == nil {
-			p.params(func() uint64 { return 1 })
+			p.params(nil, func() uint64 { return 1 })
 			text, ids, e := parsePrompt(p.Prompt)
 			if e == nil && text == "" && ids == nil && len(p.Prompt) == 0 {
 				t.Fatal("empty prompt accepted")

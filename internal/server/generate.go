@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"strings"
@@ -119,6 +120,7 @@ type generation struct {
 	text   *textStream
 	id     string
 	start  time.Time
+	first  time.Time // the first token's
 	last   time.Time
 	gaps   []time.Duration
 	ntok   int
@@ -164,6 +166,7 @@ func (g *generation) resp(object string) response {
 func (g *generation) take(t engine.Token) (piece, bool) {
 	g.ntok++
 	if g.ntok == 1 {
+		g.first = t.At
 		g.s.metrics.observeTTFT(t.At.Sub(g.start))
 	} else {
 		g.gaps = append(g.gaps, t.At.Sub(g.last))
@@ -285,43 +288,15 @@ func (g *generation) usage(res engine.Result) *usage {
 // run checks the prompt against the context, queues the request and answers
 // it whole or streamed.
 func (s *Server) run(w http.ResponseWriter, r *http.Request, b *Backend, j *job, params sample.Params, maxTok int, start time.Time) {
-	ctxLen := b.Sched.Config().Context
-	if len(j.prompt) == 0 {
-		writeError(w, badRequest("prompt", "the prompt is empty"))
-		return
-	}
-	if len(j.prompt) >= ctxLen {
-		param := "prompt" // /v1/completions
-		if j.chat {
-			param = "messages"
-		}
-		writeError(w, &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: param, Code: "context_length_exceeded",
-			Message: fmt.Sprintf("the prompt has %d tokens but the context holds %d (and at least one token must be generated)", len(j.prompt), ctxLen)})
-		return
-	}
-	asked := maxTok
-	if room := ctxLen - len(j.prompt); maxTok < 0 || maxTok > room {
-		maxTok = room
-	}
-	if e := checkClosureBudget(j.constraint, asked, maxTok); e != nil {
-		writeError(w, e)
-		return
-	}
-	smp, err := sample.New(params, b.Vocab)
-	if err != nil {
-		writeError(w, badRequest("", "%v", err))
-		return
+	param := "prompt" // /v1/completions
+	if j.chat {
+		param = "messages"
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	st, err := b.Sched.Submit(ctx, engine.Job{Prompt: j.prompt, MaxTokens: maxTok, Sampler: smp, TopLogprobs: j.topLogprobs, IgnoreEOG: j.ignoreEOS, Constraint: j.constraint})
-	if err != nil {
-		if errors.Is(err, engine.ErrQueueFull) {
-			writeError(w, &apiError{Status: http.StatusTooManyRequests, Type: "rate_limit_exceeded", Code: "queue_full",
-				Message: fmt.Sprintf("server busy: %v; retry later", err)})
-			return
-		}
-		writeError(w, &apiError{Status: http.StatusInternalServerError, Type: "server_error", Message: err.Error()})
+	st, e := s.submit(ctx, b, j, params, maxTok, param)
+	if e != nil {
+		writeError(w, e)
 		return
 	}
 	g := &generation{s: s, b: b, j: j, text: newTextStream(b.Tok, j.stops, j.render), start: start, id: newID("cmpl-")}
@@ -333,6 +308,76 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, b *Backend, j *job,
 	} else {
 		s.whole(ctx, cancel, w, st, g)
 	}
+}
+
+// finished records a request's times for the llamacpp: series: its
+// prompt from admission to the first token, its generation from there to
+// the last.
+func (g *generation) finished(res engine.Result) {
+	if g.first.IsZero() {
+		return
+	}
+	from := res.Admitted
+	if from.IsZero() || from.After(g.first) {
+		from = g.start
+	}
+	g.s.metrics.finished(res.PromptTokens-res.CachedTokens, g.first.Sub(from).Seconds(), g.ntok, g.last.Sub(g.first).Seconds(), res.PromptTokens+g.ntok)
+}
+
+// submit checks the prompt against the context, sets the token limit
+// (j.maxTokens) and queues the job; promptField names the request field
+// for a prompt that does not fit.
+func (s *Server) submit(ctx context.Context, b *Backend, j *job, params sample.Params, maxTok int, promptField string) (*engine.Stream, *apiError) {
+	cfg := b.Sched.Config()
+	ctxLen := cfg.Context
+	if len(j.prompt) == 0 {
+		return nil, badRequest(promptField, "the prompt is empty")
+	}
+	if len(j.prompt) >= ctxLen {
+		// Also with a context shift, as llama-server: a shift makes room
+		// for generated tokens, never drops prompt tokens unasked.
+		return nil, &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: promptField, Code: "context_length_exceeded",
+			Message: fmt.Sprintf("the prompt has %d tokens but the context holds %d (and at least one token must be generated)", len(j.prompt), ctxLen)}
+	}
+	j.asked = maxTok
+	switch room := ctxLen - len(j.prompt); {
+	case cfg.ContextShift && maxTok < 0:
+		// As llama-server's n_predict -1 with --context-shift: until an
+		// end-of-generation token, a stop string or the client leaves.
+		maxTok = math.MaxInt32
+	case cfg.ContextShift:
+	case maxTok < 0 || maxTok > room:
+		maxTok = room
+	}
+	if e := checkClosureBudget(j.constraint, j.asked, maxTok); e != nil {
+		return nil, e
+	}
+	j.maxTokens = maxTok
+	smp, err := sample.New(params, b.Vocab)
+	if err != nil {
+		return nil, badRequest("", "%v", err)
+	}
+	keep := s.cfg.Defaults.NKeep
+	if j.nKeep != nil {
+		keep = *j.nKeep
+	}
+	if keep >= 0 && b.Tok.BOS() >= 0 && j.prompt[0] == b.Tok.BOS() {
+		keep++ // llama-server counts n_keep after the BOS token
+	}
+	discard := 0
+	if j.nDiscard != nil {
+		discard = *j.nDiscard
+	}
+	st, err := b.Sched.Submit(ctx, engine.Job{Prompt: j.prompt, MaxTokens: maxTok, Sampler: smp, TopLogprobs: j.topLogprobs,
+		IgnoreEOG: j.ignoreEOS, Constraint: j.constraint, NKeep: keep, NDiscard: discard})
+	if err != nil {
+		if errors.Is(err, engine.ErrQueueFull) {
+			return nil, &apiError{Status: http.StatusTooManyRequests, Type: "rate_limit_exceeded", Code: "queue_full",
+				Message: fmt.Sprintf("server busy: %v; retry later", err)}
+		}
+		return nil, &apiError{Status: http.StatusInternalServerError, Type: "server_error", Message: err.Error()}
+	}
+	return st, nil
 }
 
 // drive receives tokens until the end, a stop string, or the client leaving;
@@ -381,6 +426,7 @@ func (g *generation) drive(ctx context.Context, cancel context.CancelFunc, st *e
 		}
 		g.s.metrics.observeITL(g.gaps)
 		g.s.metrics.observeE2E(time.Since(g.start))
+		g.finished(res)
 		switch {
 		case stopped:
 			return "stop", res, nil

@@ -47,6 +47,24 @@ type metrics struct {
 	ttft     *histogram
 	itl      *histogram
 	e2e      *histogram
+	// For llama-server's names: time spent reading prompts (admission to
+	// first token) and generating (first to last token), summed over the
+	// finished requests, and the longest sequence seen.
+	promptSecs, genSecs float64
+	promptN, genN       int64
+	tokensMax           int
+}
+
+// finished records one request's prompt and generation times and its
+// length (prompt plus generated tokens), for the llamacpp: series.
+func (m *metrics) finished(promptN int, promptSecs float64, genN int, genSecs float64, length int) {
+	m.mu.Lock()
+	m.promptSecs += promptSecs
+	m.genSecs += genSecs
+	m.promptN += int64(promptN)
+	m.genN += int64(genN)
+	m.tokensMax = max(m.tokensMax, length)
+	m.mu.Unlock()
 }
 
 func newMetrics() *metrics {
@@ -111,6 +129,7 @@ func (m *metrics) write(w io.Writer, ready bool, sched *engine.Scheduler, ranks 
 	m.itl.write(w, "braid_inter_token_latency_seconds")
 	fmt.Fprintln(w, "# HELP braid_request_duration_seconds From request arrival to its last token.\n# TYPE braid_request_duration_seconds histogram")
 	m.e2e.write(w, "braid_request_duration_seconds")
+	promptSecs, genSecs, promptN, genN, tokensMax := m.promptSecs, m.genSecs, m.promptN, m.genN, m.tokensMax
 	m.mu.Unlock()
 
 	gauge := func(name, help string, v any) {
@@ -154,6 +173,62 @@ func (m *metrics) write(w io.Writer, ready bool, sched *engine.Scheduler, ranks 
 	writeSpec(w, sched.SpecStats())
 	if ranks != nil {
 		writeRanks(w, ranks)
+	}
+	writeLlama(w, c, sched.SpecStats(), llamaTimes{promptSecs, genSecs, promptN, genN, tokensMax})
+}
+
+// llamaTimes are the server's sums behind llama-server's time series.
+type llamaTimes struct {
+	promptSecs, genSecs float64
+	promptN, genN       int64
+	tokensMax           int
+}
+
+// writeLlama writes llama-server's series under its names (llamacpp:...),
+// from the same counts as braid's own, so a dashboard made for
+// llama-server reads braid. Its gauges of throughput are averages since
+// the start here (llama-server's since its previous scrape).
+func writeLlama(w io.Writer, c engine.Counters, spec *engine.SpecStats, t llamaTimes) {
+	rate := func(n int64, secs float64) float64 {
+		if secs <= 0 {
+			return 0
+		}
+		return float64(n) / secs
+	}
+	var decoding int64
+	for k, n := range c.StepSequences {
+		decoding += int64(k) * n
+	}
+	perDecode := 0.0
+	if c.Steps > 0 {
+		perDecode = float64(decoding) / float64(c.Steps)
+	}
+	var drafted, accepted, verified int64
+	if spec != nil {
+		drafted, accepted, verified = spec.DraftedTotal(), spec.AcceptedTotal(), spec.Steps
+	}
+	for _, s := range []struct {
+		name, typ, help string
+		v               any
+	}{
+		{"prompt_tokens_total", "counter", "Number of prompt tokens processed, excluding cached tokens.", c.PromptTokens},
+		{"prompt_tokens_cached_total", "counter", "Number of prompt tokens reused from the cache.", c.ReusedTokens},
+		{"prompt_seconds_total", "counter", "Total time spent processing prompts.", t.promptSecs},
+		{"tokens_predicted_total", "counter", "Number of generation tokens processed.", c.GenTokens},
+		{"tokens_predicted_seconds_total", "counter", "Total time spent generating tokens.", t.genSecs},
+		{"n_decode_total", "counter", "Total number of batched steps (llama_decode() calls).", c.Steps},
+		{"n_tokens_max", "counter", "Largest observed sequence length (prompt + generation).", t.tokensMax},
+		{"spec_decode_num_draft_tokens_total", "counter", "Speculative: Total draft tokens generated.", drafted},
+		{"spec_decode_num_accepted_tokens_total", "counter", "Speculative: Total draft tokens accepted by the target model.", accepted},
+		{"spec_decode_num_drafts_total", "counter", "Speculative: Total speculative decoding verification steps.", verified},
+		{"prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s.", rate(t.promptN, t.promptSecs)},
+		{"predicted_tokens_seconds", "gauge", "Average generation throughput in tokens/s.", rate(t.genN, t.genSecs)},
+		{"requests_processing", "gauge", "Number of requests processing.", c.Busy},
+		{"requests_deferred", "gauge", "Number of requests deferred.", c.Queue},
+		{"n_busy_slots_per_decode", "gauge", "Average number of busy slots per llama_decode() call.", perDecode},
+		{"context_shifts_total", "counter", "Context shifts made (--context-shift).", c.ContextShifts},
+	} {
+		fmt.Fprintf(w, "# HELP llamacpp:%s %s\n# TYPE llamacpp:%s %s\nllamacpp:%s %v\n", s.name, s.help, s.name, s.typ, s.name, s.v)
 	}
 }
 

@@ -7,7 +7,6 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -36,8 +35,15 @@ func (s *Server) routeExtra(mux *http.ServeMux) {
 	mux.HandleFunc("/v1/responses", s.auth(s.handleResponses))
 	mux.HandleFunc("/v1/responses/{id}", s.auth(s.handleResponseByID))
 	mux.HandleFunc("/cluster", s.auth(s.handleCluster))
-	mux.HandleFunc("GET /{$}", s.handleWeb)
-	mux.HandleFunc("GET /web/{file}", s.handleWeb)
+	web := s.handleWeb
+	if s.cfg.NoWeb {
+		web = func(w http.ResponseWriter, r *http.Request) {
+			writeError(w, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "not_found",
+				Message: "the web page is off: this server was started with --no-ui"})
+		}
+	}
+	mux.HandleFunc("GET /{$}", web)
+	mux.HandleFunc("GET /web/{file}", web)
 }
 
 // extraEndpoints are the metric labels of the endpoints routeExtra adds.
@@ -163,18 +169,16 @@ func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
-// generationSettings are the sampling defaults, as llama-server's /props
-// and /slots show them.
-func generationSettings(ctxLen int) map[string]any {
-	p := sample.DefaultParams()
-	return map[string]any{
-		"n_ctx": ctxLen,
-		"params": map[string]any{
-			"n_predict": -1, "seed": -1, "temperature": round32(p.Temperature), "top_k": p.TopK,
-			"top_p": round32(p.TopP), "min_p": round32(p.MinP), "repeat_penalty": round32(p.RepeatPenalty),
-			"presence_penalty": round32(p.PresencePenalty), "frequency_penalty": round32(p.FrequencyPenalty),
-		},
+// generationSettings are the server's defaults for requests (its
+// sampling flags), as llama-server's /props and /slots show them: n_ctx
+// is one slot's context.
+func (s *Server) generationSettings(b *Backend) map[string]any {
+	d := s.cfg.Defaults
+	p := s.paramsJSON(b, d.Params)
+	if d.SeedSet {
+		p["seed"] = d.Params.Seed
 	}
+	return map[string]any{"n_ctx": b.Sched.Config().Context, "params": p}
 }
 
 // round32 is a float32 as the float64 it is written as (0.05, not
@@ -200,7 +204,7 @@ func (s *Server) handleProps(w http.ResponseWriter, r *http.Request) {
 		return b.Tok.TokenText(id)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"default_generation_settings": generationSettings(cfg.Context),
+		"default_generation_settings": s.generationSettings(b),
 		"total_slots":                 cfg.Parallel,
 		"model_alias":                 s.cfg.Model,
 		"model_path":                  s.cfg.ModelPath,
@@ -213,7 +217,12 @@ func (s *Server) handleProps(w http.ResponseWriter, r *http.Request) {
 		"build_info":                  sysinfo.ReadBuild().Digest(),
 		"load_mode":                   b.LoadMode,
 		"load_mode_reason":            b.LoadReason,
-		"webui":                       true,
+		"webui":                       !s.cfg.NoWeb,
+		"ui":                          !s.cfg.NoWeb,
+		"endpoint_slots":              !s.cfg.NoSlots,
+		"endpoint_metrics":            !s.cfg.NoMetrics,
+		"endpoint_props":              false,
+		"context_shift":               cfg.ContextShift,
 	})
 }
 
@@ -224,6 +233,10 @@ func (s *Server) handleSlots(w http.ResponseWriter, r *http.Request) {
 		writeError(w, methodNotAllowed(r))
 		return
 	}
+	if s.cfg.NoSlots {
+		writeError(w, notSupported("this server does not serve slots: it was started with --no-slots"))
+		return
+	}
 	b, ok := s.ready(w)
 	if !ok {
 		return
@@ -231,7 +244,8 @@ func (s *Server) handleSlots(w http.ResponseWriter, r *http.Request) {
 	cfg, c := b.Sched.Config(), b.Sched.Counters()
 	slots := make([]map[string]any, cfg.Parallel)
 	for i := range slots {
-		slots[i] = map[string]any{"id": i, "n_ctx": cfg.Context, "is_processing": i < c.Busy, "speculative": false}
+		slots[i] = map[string]any{"id": i, "n_ctx": cfg.Context, "is_processing": i < c.Busy, "speculative": false,
+			"params": s.paramsJSON(b, s.cfg.Defaults.Params)}
 	}
 	writeJSON(w, http.StatusOK, slots)
 }
@@ -252,40 +266,11 @@ type nativeRequest struct {
 // does not fit. It returns the stream, its context (cancel it when done)
 // and the generation state.
 func (s *Server) start(w http.ResponseWriter, r *http.Request, b *Backend, j *job, params sample.Params, maxTok int, promptField string, start time.Time) (*engine.Stream, context.Context, context.CancelFunc, *generation, bool) {
-	ctxLen := b.Sched.Config().Context
-	if len(j.prompt) == 0 {
-		writeError(w, badRequest(promptField, "the prompt is empty"))
-		return nil, nil, nil, nil, false
-	}
-	if len(j.prompt) >= ctxLen {
-		writeError(w, &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: promptField, Code: "context_length_exceeded",
-			Message: fmt.Sprintf("the prompt has %d tokens but the context holds %d (and at least one token must be generated)", len(j.prompt), ctxLen)})
-		return nil, nil, nil, nil, false
-	}
-	asked := maxTok
-	if room := ctxLen - len(j.prompt); maxTok < 0 || maxTok > room {
-		maxTok = room
-	}
-	if e := checkClosureBudget(j.constraint, asked, maxTok); e != nil {
-		writeError(w, e)
-		return nil, nil, nil, nil, false
-	}
-	j.maxTokens = maxTok
-	smp, err := sample.New(params, b.Vocab)
-	if err != nil {
-		writeError(w, badRequest("", "%v", err))
-		return nil, nil, nil, nil, false
-	}
 	ctx, cancel := context.WithCancel(r.Context())
-	st, err := b.Sched.Submit(ctx, engine.Job{Prompt: j.prompt, MaxTokens: maxTok, Sampler: smp, TopLogprobs: j.topLogprobs, IgnoreEOG: j.ignoreEOS, Constraint: j.constraint})
-	if err != nil {
+	st, e := s.submit(ctx, b, j, params, maxTok, promptField)
+	if e != nil {
 		cancel()
-		if errors.Is(err, engine.ErrQueueFull) {
-			writeError(w, &apiError{Status: http.StatusTooManyRequests, Type: "rate_limit_exceeded", Code: "queue_full",
-				Message: fmt.Sprintf("server busy: %v; retry later", err)})
-			return nil, nil, nil, nil, false
-		}
-		writeError(w, &apiError{Status: http.StatusInternalServerError, Type: "server_error", Message: err.Error()})
+		writeError(w, e)
 		return nil, nil, nil, nil, false
 	}
 	g := &generation{s: s, b: b, j: j, text: newTextStream(b.Tok, j.stops, j.render), start: start, id: newID("cmpl-")}
@@ -349,14 +334,18 @@ func (s *Server) handleNativeCompletion(w http.ResponseWriter, r *http.Request) 
 			req.MaxTokens = req.NPredict
 		}
 	}
+	unlimited := req.NPredict != nil && *req.NPredict == -1 && req.MaxTokens == nil && req.MaxCompletionTokens == nil
 	if req.NProbs != nil && *req.NProbs != 0 {
 		writeError(w, badRequest("n_probs", "n_probs is not supported here; /v1/completions returns logprobs"))
 		return
 	}
-	params, maxTok, e := req.params(randomSeed)
+	params, maxTok, e := req.params(s.cfg.Defaults, randomSeed)
 	if e != nil {
 		writeError(w, e)
 		return
+	}
+	if unlimited {
+		maxTok = -1 // n_predict -1 says so over the server's --n-predict
 	}
 	text, ids, e := parsePrompt(req.Prompt)
 	if e != nil {
@@ -385,7 +374,7 @@ func (s *Server) handleNativeCompletion(w http.ResponseWriter, r *http.Request) 
 	if model == "" {
 		model = s.cfg.Model
 	}
-	j := &job{model: model, prompt: ids, stream: req.Stream, stops: req.Stop, topLogprobs: -1, ignoreEOS: req.IgnoreEOS}
+	j := &job{model: model, prompt: ids, stream: req.Stream, stops: req.Stop, topLogprobs: -1, ignoreEOS: req.IgnoreEOS, nKeep: req.NKeep, nDiscard: req.NDiscard}
 	if spec != nil {
 		gd, e := b.specGuide(spec, false, chat.ReasoningNone, false)
 		if e != nil {
@@ -478,13 +467,16 @@ func (s *Server) handleNativeCompletion(w http.ResponseWriter, r *http.Request) 
 		}
 		return msv / float64(n)
 	}
+	// truncated, as llama-server: a context shift dropped tokens, or the
+	// generation ended because the context was full.
+	truncated := res.Shifts > 0 || finish == "length" && len(ids)+g.ntok >= b.Sched.Config().Context
 	final := map[string]any{
 		"index": 0, "content": content.String(), "tokens": []int32{}, "id_slot": -1, "stop": true, "model": model,
-		"tokens_predicted": g.ntok, "tokens_evaluated": len(ids), "tokens_cached": res.CachedTokens,
-		"generation_settings": map[string]any{"n_predict": j.maxTokens, "seed": params.Seed, "temperature": round32(params.Temperature),
-			"top_k": params.TopK, "top_p": round32(params.TopP), "min_p": round32(params.MinP), "stop": nonNil(j.stops)},
-		"prompt": text, "truncated": false, "stop_type": stopType, "stopping_word": stopWord, "has_new_line": strings.Contains(content.String(), "\n"),
+		"tokens_predicted": g.ntok, "tokens_evaluated": len(ids), "tokens_cached": res.CacheLen,
+		"generation_settings": s.generationParams(b, params, j, req.NPredict),
+		"prompt":              text, "truncated": truncated, "stop_type": stopType, "stopping_word": stopWord, "has_new_line": strings.Contains(content.String(), "\n"),
 		"timings": map[string]any{
+			"cache_n":  res.CachedTokens,
 			"prompt_n": promptN, "prompt_ms": promptMS, "prompt_per_token_ms": perTok(promptN, promptMS), "prompt_per_second": perSec(promptN, promptMS),
 			"predicted_n": g.ntok, "predicted_ms": predMS, "predicted_per_token_ms": perTok(g.ntok-1, predMS), "predicted_per_second": perSec(g.ntok-1, predMS),
 		},
@@ -501,6 +493,53 @@ func (s *Server) handleNativeCompletion(w http.ResponseWriter, r *http.Request) 
 		return
 	}
 	writeJSON(w, http.StatusOK, final)
+}
+
+// generationParams are a request's settings as llama-server's
+// generation_settings shows them; nPredict is the request's n_predict.
+func (s *Server) generationParams(b *Backend, p sample.Params, j *job, nPredict *int) map[string]any {
+	m := s.paramsJSON(b, p)
+	n := j.asked
+	if nPredict != nil && j.asked < 0 {
+		n = *nPredict
+	}
+	m["n_predict"], m["max_tokens"] = n, n
+	m["seed"] = p.Seed
+	m["stop"] = nonNil(j.stops)
+	if j.nKeep != nil {
+		m["n_keep"] = *j.nKeep
+	}
+	if j.nDiscard != nil {
+		m["n_discard"] = *j.nDiscard
+	}
+	m["ignore_eos"] = j.ignoreEOS
+	m["stream"] = j.stream
+	// ignore_eos is llama-server's bias of -Inf on every end-of-generation
+	// token; JSON has no -Inf, and llama-server writes it as null.
+	bias := []map[string]any{}
+	if j.ignoreEOS {
+		for _, id := range b.Tok.EOGs() {
+			bias = append(bias, map[string]any{"bias": nil, "token": id})
+		}
+	}
+	m["logit_bias"] = bias
+	return m
+}
+
+// paramsJSON are sampling settings under llama-server's names.
+func (s *Server) paramsJSON(b *Backend, p sample.Params) map[string]any {
+	d := s.cfg.Defaults
+	seed := any(p.Seed)
+	if !d.SeedSet && p == d.Params {
+		seed = -1 // a random one per request
+	}
+	return map[string]any{
+		"seed": seed, "temperature": round32(p.Temperature), "top_k": p.TopK, "top_p": round32(p.TopP), "min_p": round32(p.MinP),
+		"repeat_last_n": p.RepeatLastN, "repeat_penalty": round32(p.RepeatPenalty), "presence_penalty": round32(p.PresencePenalty),
+		"frequency_penalty": round32(p.FrequencyPenalty), "n_predict": d.NPredict, "max_tokens": d.NPredict, "n_keep": d.NKeep,
+		"n_discard": 0, "ignore_eos": false, "stream": false, "n_probs": 0, "logit_bias": []any{},
+		"samplers": []string{"penalties", "top_k", "top_p", "min_p", "temperature"},
+	}
 }
 
 func nonNil(s []string) []string {
@@ -553,6 +592,7 @@ func (g *generation) driveTokens(ctx context.Context, cancel context.CancelFunc,
 		}
 		g.s.metrics.observeITL(g.gaps)
 		g.s.metrics.observeE2E(time.Since(g.start))
+		g.finished(res)
 		switch {
 		case stopped:
 			return "stop", res, nil

@@ -382,7 +382,7 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	params, maxTok, e := sr.params(randomSeed)
+	params, maxTok, e := sr.params(s.cfg.Defaults, randomSeed)
 	if e != nil {
 		writeError(w, e)
 		return
@@ -437,7 +437,7 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ids := b.Tok.Encode(text, true, true)
-	j := &job{chat: true, model: req.Model, prompt: ids, stream: req.Stream, topLogprobs: -1, render: b.render}
+	j := &job{chat: true, model: s.modelName(req.Model), prompt: ids, stream: req.Stream, topLogprobs: -1, render: b.render}
 	if b.reasoning != chat.ReasoningNone {
 		j.reasoning = chat.NewReasoningParser(b.reasoning, text)
 	}
@@ -456,7 +456,7 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 	}
 	defer cancel()
 	rs := &responseState{id: newID("resp_"), msgID: newID("msg_"), rsID: newID("rs_"), created: start.Unix(), req: &req,
-		model: req.Model, status: "in_progress"}
+		model: s.modelName(req.Model), status: "in_progress"}
 	g.id = rs.id
 	var ev *responseEvents
 	if req.Stream {

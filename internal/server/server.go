@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -43,6 +44,40 @@ type Config struct {
 	ModelPath string
 	// AccessLog, when set, receives one entry per request (accesslog.go).
 	AccessLog func(AccessEntry)
+	// Tags are shown with the model in /models (llama-server's --tags).
+	Tags []string
+	// Defaults are the sampling settings of requests that do not set
+	// them (llama-server's --temp, --seed, -n, --keep, ...); the zero
+	// value means sample.DefaultParams and no token limit.
+	Defaults *Defaults
+	// NoMetrics, NoSlots and NoWeb turn /metrics, /slots and the web page
+	// off (501, 501 and 404), as llama-server without --metrics, with
+	// --no-slots and with --no-ui.
+	NoMetrics, NoSlots, NoWeb bool
+	// Started is the process's start, for /metrics' Process-Start-Time-Unix
+	// header; zero means when New ran.
+	Started time.Time
+}
+
+// Defaults are a server's sampling settings for the requests that do not
+// set them.
+type Defaults struct {
+	// Params are the sampler's settings; Params.Seed counts only with
+	// SeedSet (else every request gets a random seed).
+	Params  sample.Params
+	SeedSet bool
+	// NPredict is the most tokens a request generates; -1: no limit but
+	// the context.
+	NPredict int
+	// NKeep is how many prompt tokens (after a beginning-of-sequence
+	// token) a context shift keeps; -1: all of them.
+	NKeep int
+}
+
+// DefaultDefaults are llama-server's: sample.DefaultParams, a random seed
+// per request, no token limit, n_keep 0.
+func DefaultDefaults() *Defaults {
+	return &Defaults{Params: sample.DefaultParams(), NPredict: -1}
 }
 
 // Backend is a loaded model as the server sees it.
@@ -64,6 +99,9 @@ type Backend struct {
 	// LoadMode is how this node holds the weights (mmap, read, mlock)
 	// and LoadReason why, for /props.
 	LoadMode, LoadReason string
+	// Meta are facts about the model for /models' meta (n_ctx_train,
+	// n_embd, n_params, size), as llama-server lists them.
+	Meta map[string]any
 
 	// reasoning is how the model's output marks its reasoning, read from
 	// the template by SetReady.
@@ -107,6 +145,12 @@ func New(cfg Config) *Server {
 	}
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
+	}
+	if cfg.Defaults == nil {
+		cfg.Defaults = DefaultDefaults()
+	}
+	if cfg.Started.IsZero() {
+		cfg.Started = time.Now()
 	}
 	return &Server{cfg: cfg, metrics: newMetrics(), created: time.Now().Unix(), notReady: "loading model"}
 }
@@ -169,6 +213,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/v1/chat/completions", s.auth(s.handleChat))
 	mux.HandleFunc("/v1/completions", s.auth(s.handleCompletionBatch))
 	mux.HandleFunc("/v1/models", s.auth(s.handleModels))
+	mux.HandleFunc("/models", s.auth(s.handleModels))
 	mux.HandleFunc("/health", s.handleHealth)
 	mux.HandleFunc("/ready", s.handleReady)
 	mux.HandleFunc("/metrics", s.handleMetrics)
@@ -194,7 +239,7 @@ func (s *Server) Handler() http.Handler {
 // try.
 func endpointLabel(p string) string {
 	switch p {
-	case "/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/ready", "/metrics":
+	case "/v1/chat/completions", "/v1/completions", "/v1/models", "/models", "/health", "/ready", "/metrics":
 		return p
 	}
 	if extraEndpoints[p] {
@@ -318,7 +363,14 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.NoMetrics {
+		writeError(w, notSupported("this server does not serve metrics: it was started with --no-metrics (drop it, or give --metrics)"))
+		return
+	}
 	b, why := s.state()
+	// llama-server's header: a scraper tells a restart from a counter
+	// reset by it.
+	w.Header().Set("Process-Start-Time-Unix", strconv.FormatInt(s.cfg.Started.Unix(), 10))
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 	var sched *engine.Scheduler
 	var ranks engine.Ranked
@@ -328,24 +380,43 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	s.metrics.write(w, why == "", sched, ranks)
 }
 
+// notSupported is llama-server's answer to an endpoint it was started
+// without (501).
+func notSupported(msg string) *apiError {
+	return &apiError{Status: http.StatusNotImplemented, Type: "not_supported_error", Code: "not_supported", Message: msg}
+}
+
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
 		writeError(w, methodNotAllowed(r))
 		return
 	}
-	m := map[string]any{"id": s.cfg.Model, "object": "model", "created": s.created, "owned_by": "braid"}
+	aliases := append([]string{}, s.cfg.Aliases...)
+	tags := append([]string{}, s.cfg.Tags...)
+	m := map[string]any{"id": s.cfg.Model, "aliases": aliases, "tags": tags, "object": "model", "created": s.created, "owned_by": "braid"}
 	if b, why := s.state(); b != nil && why == "" {
-		m["meta"] = map[string]any{"tool_call_format": b.tools.String(), "reasoning_format": b.reasoning.String()}
+		meta := map[string]any{"tool_call_format": b.tools.String(), "reasoning_format": b.reasoning.String(),
+			"n_vocab": b.Vocab, "n_ctx": b.Sched.Config().Context}
+		for k, v := range b.Meta {
+			meta[k] = v
+		}
+		m["meta"] = meta
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []map[string]any{m}})
+	// "models" is the list in ollama's shape that llama-server adds
+	// beside OpenAI's "data".
+	ollama := map[string]any{"name": s.cfg.Model, "model": s.cfg.Model, "type": "model", "tags": tags,
+		"capabilities": []string{"completion"}, "details": map[string]any{"format": "gguf"}}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []map[string]any{m}, "models": []map[string]any{ollama}})
 }
 
 func methodNotAllowed(r *http.Request) *apiError {
 	return &apiError{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error", Message: fmt.Sprintf("%s is not allowed on %s", r.Method, r.URL.Path)}
 }
 
+// checkModel accepts the model's name, an alias, or none (the server has
+// one model, which a request without a name gets, as llama-server's).
 func (s *Server) checkModel(name string) *apiError {
-	if name == s.cfg.Model {
+	if name == s.cfg.Model || name == "" {
 		return nil
 	}
 	for _, a := range s.cfg.Aliases {
@@ -353,11 +424,17 @@ func (s *Server) checkModel(name string) *apiError {
 			return nil
 		}
 	}
-	if name == "" {
-		return badRequest("model", "model is required; this server serves %q", s.cfg.Model)
-	}
 	return &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "model", Code: "model_not_found",
 		Message: fmt.Sprintf("model %q does not exist; this server serves %q", name, s.cfg.Model)}
+}
+
+// modelName is the name a reply carries: the request's, or the model's
+// when the request named none.
+func (s *Server) modelName(name string) string {
+	if name == "" {
+		return s.cfg.Model
+	}
+	return name
 }
 
 func randomSeed() uint64 {
@@ -378,11 +455,15 @@ type job struct {
 	model       string
 	prompt      []int32
 	maxTokens   int
+	asked       int // the limit asked for (-1: none), before the context caps it
 	stream      bool
 	usageChunk  bool
 	stops       []string
 	topLogprobs int // -1: no logprobs
 	ignoreEOS   bool
+	// nKeep and nDiscard are the request's n_keep and n_discard (nil:
+	// the server's --keep, and half), for a context shift.
+	nKeep, nDiscard *int
 	// render are control tokens to write out (chat replies only).
 	render map[int32]bool
 	// reasoning splits a chat reply; nil sends all text as content.
@@ -410,7 +491,7 @@ func (s *Server) readRequest(w http.ResponseWriter, r *http.Request, req any, sr
 		writeError(w, e)
 		return sample.Params{}, 0, false
 	}
-	params, maxTok, e := sr.params(randomSeed)
+	params, maxTok, e := sr.params(s.cfg.Defaults, randomSeed)
 	if e != nil {
 		writeError(w, e)
 		return sample.Params{}, 0, false
@@ -500,7 +581,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ids := b.Tok.Encode(text, true, true)
-	j := &job{chat: true, model: req.Model, prompt: ids, stream: req.Stream, stops: req.Stop, topLogprobs: top, ignoreEOS: req.IgnoreEOS, render: b.render}
+	j := &job{chat: true, model: s.modelName(req.Model), nKeep: req.keep(), nDiscard: req.discard(), prompt: ids, stream: req.Stream, stops: req.Stop, topLogprobs: top, ignoreEOS: req.IgnoreEOS, render: b.render}
 	if split && b.reasoning != chat.ReasoningNone {
 		j.reasoning = chat.NewReasoningParser(b.reasoning, text)
 	}
@@ -578,7 +659,7 @@ func (s *Server) handleCompletion(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	j := &job{model: req.Model, prompt: ids, stream: req.Stream, stops: req.Stop, topLogprobs: top, ignoreEOS: req.IgnoreEOS}
+	j := &job{model: s.modelName(req.Model), nKeep: req.keep(), nDiscard: req.discard(), prompt: ids, stream: req.Stream, stops: req.Stop, topLogprobs: top, ignoreEOS: req.IgnoreEOS}
 	if spec != nil {
 		gd, e := b.specGuide(spec, false, chat.ReasoningNone, false)
 		if e != nil {

@@ -282,7 +282,7 @@ func TestToolCallsScripted(t *testing.T) {
 		req, _ := newGet(ss.url + "/v1/models")
 		var models struct {
 			Data []struct {
-				Meta map[string]string `json:"meta"`
+				Meta map[string]any `json:"meta"`
 			} `json:"data"`
 		}
 		if err := json.Unmarshal(req, &models); err != nil || models.Data[0].Meta["tool_call_format"] != c.format {
