@@ -156,13 +156,16 @@ func (c *Config) fillFamily() error {
 		if c.Recurrent != nil && len(c.Recurrent) != c.Layers {
 			return bad("Recurrent has %d entries for %d layers", len(c.Recurrent), c.Layers)
 		}
+		if c.NoIntervalKey && c.Recurrent == nil {
+			return bad("NoIntervalKey without Recurrent would leave the layer kinds to llama.cpp's default interval")
+		}
 		if c.RopeSections == nil {
 			pairs := int32(c.RopeDim / 2)
 			s0 := (pairs + 2) / 3
 			s1 := (pairs - s0 + 1) / 2
 			c.RopeSections = []int32{s0, s1, pairs - s0 - s1, 0}
 		}
-	} else if c.SSMState != 0 || c.SSMKeyHeads != 0 || c.SSMValueHeads != 0 || c.SSMConv != 0 || c.FullAttnInterval != 0 || c.Recurrent != nil || c.RopeSections != nil {
+	} else if c.SSMState != 0 || c.SSMKeyHeads != 0 || c.SSMValueHeads != 0 || c.SSMConv != 0 || c.FullAttnInterval != 0 || c.Recurrent != nil || c.RopeSections != nil || c.NoIntervalKey {
 		return bad("the DeltaNet fields are for qwen35 and qwen35moe")
 	}
 
@@ -319,7 +322,9 @@ func (c *Config) setFamilyMetadata(w *gguf.Writer) {
 		if c.Recurrent != nil {
 			w.Set(a+"attention.recurrent_layers", gguf.BoolArray(append(append([]bool{}, c.Recurrent...), make([]bool, c.NextN)...)))
 		}
-		u("full_attention_interval", c.FullAttnInterval)
+		if !c.NoIntervalKey {
+			u("full_attention_interval", c.FullAttnInterval)
+		}
 		u("rope.dimension_count", c.RopeDim)
 		w.Set(a+"rope.dimension_sections", gguf.Int32Array(c.RopeSections))
 	}
