@@ -186,7 +186,7 @@ var qwen35moeVariants = []familyVariant{
 		HeadDim: 24, Vocab: 300, SSMState: 16, SSMKeyHeads: 2, SSMValueHeads: 8,
 		Experts: 6, ExpertsUsed: 3, ExpertFF: 24, ExpertSharedFF: 48, Seed: 71},
 		func(t *testing.T, c *Config) {
-			if !slices.Equal(c.Recurrent[:c.Layers], []bool{true, true, true, false, true}) || c.ExpertShared != 2 || c.ExpertsUsed != 3 {
+			if !slices.Equal(c.Recurrent[:c.Layers], []bool{true, true, true, false, true}) || c.SharedFF != 48 || c.ExpertsUsed != 3 {
 				t.Fatalf("recurrent %v, config %+v", c.Recurrent, c)
 			}
 		}},
