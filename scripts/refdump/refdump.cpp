@@ -27,8 +27,10 @@ static void write_f32(const std::string &path, const std::vector<float> &v) {
     fclose(f);
 }
 
+// quiet passes warnings and errors on; with REFDUMP_VERBOSE set, everything
+// (which fused ops the context resolved, for example).
 static void quiet(enum ggml_log_level level, const char *text, void *) {
-    if (level >= GGML_LOG_LEVEL_WARN) fputs(text, stderr);
+    if (level >= GGML_LOG_LEVEL_WARN || getenv("REFDUMP_VERBOSE")) fputs(text, stderr);
 }
 
 int main(int argc, char **argv) {
