@@ -90,7 +90,7 @@ var deepseek2Variants = []familyVariant{
 
 // TestGlmDsaVariantsSplit: the indexer beyond the shared model. F32: 4
 // layers full, shared, shared, full (two layers reusing one selection), a
-// top-5 under a 12-token prompt, 3 indexer heads of 24, 6 heads. Q8_0:
+// top-5 under a 12-token prompt, 3 indexer heads of 64, 6 heads. Q8_0:
 // every layer full (no attention.indexer.types key), a top-3, 5 heads,
 // expert groups.
 func TestGlmDsaVariantsSplit(t *testing.T) { runVariants(t, glmDsaVariants) }
@@ -99,10 +99,10 @@ var glmDsaVariants = []familyVariant{
 	{"glm-dsa-shared2-top5-F32", modelgen.Config{Arch: "glm-dsa", Layers: 4, LeadingDense: 1, Embd: 96, FF: 80, Heads: 6,
 		Vocab: 300, QLoraRank: 48, KVLoraRank: 32, QKNopeDim: 16, RopeDim: 8, VHeadDim: 16,
 		Experts: 6, ExpertsUsed: 2, ExpertFF: 32, ExpertShared: 1,
-		IndexerHeads: 3, IndexerDim: 24, IndexerTopK: 5, IndexerFull: []bool{true, false, false, true}, Seed: 41},
+		IndexerHeads: 3, IndexerDim: 64, IndexerTopK: 5, IndexerFull: []bool{true, false, false, true}, Seed: 41},
 		func(t *testing.T, c *Config) {
 			x := c.MLA.Indexer
-			if x == nil || x.TopK != 5 || x.Heads != 3 || x.Dim != 24 || !slices.Equal(x.Full, []bool{true, false, false, true}) {
+			if x == nil || x.TopK != 5 || x.Heads != 3 || x.Dim != 64 || !slices.Equal(x.Full, []bool{true, false, false, true}) {
 				t.Fatalf("indexer %+v", x)
 			}
 		}},
@@ -110,7 +110,7 @@ var glmDsaVariants = []familyVariant{
 	{"glm-dsa-allfull-top3-Q8_0", modelgen.Config{Arch: "glm-dsa", Layers: 3, LeadingDense: 1, Embd: 128, FF: 96, Heads: 5,
 		Vocab: 300, QLoraRank: 64, KVLoraRank: 64, QKNopeDim: 32, RopeDim: 16, VHeadDim: 32,
 		Experts: 8, ExpertsUsed: 2, ExpertFF: 64, ExpertShared: 1, ExpertGroups: 4, ExpertGroupsUsed: 2,
-		IndexerHeads: 2, IndexerDim: 32, IndexerTopK: 3, Seed: 44},
+		IndexerHeads: 2, IndexerDim: 64, IndexerTopK: 3, Seed: 44},
 		func(t *testing.T, c *Config) {
 			x := c.MLA.Indexer
 			if x == nil || x.TopK != 3 || !slices.Equal(x.Full, []bool{true, true, true}) || c.ExpertGroups != 4 {

@@ -7,6 +7,7 @@
 // writes OUT_PREFIX.logits.f32 (the rows of positions p with (p+1) % STRIDE
 // == 0, each V floats), OUT_PREFIX.greedy_logits.f32 (G x V),
 // OUT_PREFIX.json (tokens, greedy ids, margins, settings).
+#include "ggml-backend.h"
 #include "llama.h"
 
 #include <cstdio>
@@ -18,6 +19,29 @@
 static void die(const char *msg) {
     fprintf(stderr, "refdump: %s\n", msg);
     exit(1);
+}
+
+// With REFDUMP_TENSORS=name,name,... every graph tensor of those names
+// (ggml's names, such as indexer_score-0) that is float32 is appended to
+// OUT_PREFIX.<name>.f32 each time it is computed (one llama_decode after
+// another), for finding where braid and llama.cpp part.
+static std::string g_out;
+static std::vector<std::string> g_names;
+
+static bool dump_cb(struct ggml_tensor *t, bool ask, void *) {
+    bool want = false;
+    for (const auto &n : g_names) want = want || n == ggml_get_name(t);
+    if (ask || !want) return want;
+    if (t->type != GGML_TYPE_F32 || !ggml_is_contiguous(t)) return true;
+    std::vector<float> v(ggml_nelements(t));
+    ggml_backend_tensor_get(t, v.data(), 0, v.size() * sizeof(float));
+    FILE *f = fopen((g_out + "." + ggml_get_name(t) + ".f32").c_str(), "ab");
+    if (f) {
+        fwrite(v.data(), sizeof(float), v.size(), f);
+        fclose(f);
+    }
+    fprintf(stderr, "refdump: %s ne [%lld %lld %lld %lld]\n", ggml_get_name(t), (long long) t->ne[0], (long long) t->ne[1], (long long) t->ne[2], (long long) t->ne[3]);
+    return true;
 }
 
 static void write_f32(const std::string &path, const std::vector<float> &v) {
@@ -64,6 +88,15 @@ int main(int argc, char **argv) {
     cp.n_threads = cp.n_threads_batch = threads;
     cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
     cp.type_k = cp.type_v = kvf32 ? GGML_TYPE_F32 : GGML_TYPE_F16;
+    if (const char *names = getenv("REFDUMP_TENSORS")) {
+        g_out = out;
+        for (std::string s = names; !s.empty();) {
+            size_t c = s.find(',');
+            g_names.push_back(s.substr(0, c));
+            s = c == std::string::npos ? "" : s.substr(c + 1);
+        }
+        cp.cb_eval = dump_cb;
+    }
     llama_context *ctx = llama_init_from_model(model, cp);
     if (!ctx) die("context creation failed");
     const int V = llama_vocab_n_tokens(llama_model_get_vocab(model));
