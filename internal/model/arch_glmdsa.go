@@ -33,8 +33,11 @@ func glmdsaConfig(r *meta, c *Config) error {
 		Heads: r.need("attention.indexer.head_count"),
 		Dim:   r.need("attention.indexer.key_length"),
 		TopK:  r.need("attention.indexer.top_k"),
-		Eps:   r.optf("attention.layer_norm_epsilon", 0),
-		Full:  make([]bool, max(c.Layers, 0)),
+		// llama.cpp's glm-dsa loader never reads
+		// attention.layer_norm_epsilon: the key's LayerNorm takes eps 0
+		// whatever a file says.
+		Eps:  0,
+		Full: make([]bool, max(c.Layers, 0)),
 	}
 	if x.Dim > 512 || x.Dim < c.Rope.Dims {
 		return fmt.Errorf("indexer key length %d: want between the rope dims %d and 512", x.Dim, c.Rope.Dims)

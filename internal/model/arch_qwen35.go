@@ -72,7 +72,7 @@ func qwen35Config(moe bool) func(r *meta, c *Config) error {
 			return err
 		}
 		if moe {
-			if err := qwen35MoE(r, c); err != nil {
+			if err := qwen35MoE(r, c, blocks); err != nil {
 				return err
 			}
 		}
@@ -179,11 +179,43 @@ func qwen35Sections(r *meta, c *Config) error {
 	return nil
 }
 
-// qwen35MoE reads qwen35moe's experts (see qwen35Config).
-func qwen35MoE(r *meta, c *Config) error {
+// layer0 reads a count that llama.cpp takes per block (get_key_or_arr:
+// one value, or exactly blocks of them) but whose first block's value
+// alone shapes every layer of qwen35moe (n_ff_exp(), n_expert_used() of
+// layer 0); ok is false when the key is absent.
+func layer0(r *meta, key string, blocks int) (v int, ok bool, err error) {
+	val, ok := r.m.Get(r.p + key)
+	if !ok {
+		return 0, false, nil
+	}
+	if val.Type() == gguf.TypeArray {
+		if val.Len() != blocks {
+			return 0, true, fmt.Errorf("%s%s has %d entries: want one value or one per block, %d", r.p, key, val.Len(), blocks)
+		}
+		val = val.Index(0)
+	}
+	x, isInt := val.Int()
+	if !isInt || x < 0 || x > math.MaxInt32 {
+		return 0, true, fmt.Errorf("%s%s is %v: want a count", r.p, key, val)
+	}
+	return int(x), true, nil
+}
+
+// qwen35MoE reads qwen35moe's experts (see qwen35Config); blocks is
+// block_count, the NextN blocks included.
+func qwen35MoE(r *meta, c *Config, blocks int) error {
 	c.Experts = r.need("expert_count")
-	c.ExpertsUsed = r.need("expert_used_count")
-	c.ExpertFF = r.opt("expert_feed_forward_length", 0)
+	used, ok, err := layer0(r, "expert_used_count", blocks)
+	if err != nil {
+		return err
+	}
+	if !ok || used <= 0 {
+		r.errs = append(r.errs, r.p+"expert_used_count")
+	}
+	c.ExpertsUsed = used
+	if c.ExpertFF, _, err = layer0(r, "expert_feed_forward_length", blocks); err != nil {
+		return err
+	}
 	if c.ExpertFF == 0 && c.ExpertsUsed > 0 {
 		c.ExpertFF = c.FF / c.ExpertsUsed
 	}

@@ -155,6 +155,25 @@ func TestHybridConfigKeys(t *testing.T) {
 					t.Fatalf("expert width %d, shared %d: want 128/2 and 96", c.ExpertFF, c.SharedFF)
 				}
 			}},
+		{name: "per-block expert counts: block 0's", variant: "qwen35moe-hv",
+			kv: map[string]gguf.Value{qm + "expert_feed_forward_length": gguf.Uint32Array([]uint32{64, 32, 32, 32, 32}),
+				qm + "expert_used_count": gguf.Uint32Array([]uint32{2, 1, 1, 1, 1})},
+			check: func(t *testing.T, c *Config) {
+				if c.ExpertFF != 64 || c.ExpertsUsed != 2 {
+					t.Fatalf("expert width %d, used %d: want block 0's 64 and 2", c.ExpertFF, c.ExpertsUsed)
+				}
+			}},
+		{name: "per-block expert width of the trunk only", variant: "qwen35moe-hv",
+			kv:  map[string]gguf.Value{qm + "expert_feed_forward_length": gguf.Uint32Array([]uint32{64, 64, 64, 64})},
+			err: "has 4 entries: want one value or one per block, 5"},
+		{name: "no expert_used_count", variant: "qwen35moe-hv", drop: []string{qm + "expert_used_count"}, err: qm + "expert_used_count"},
+		{name: "indexer LayerNorm epsilon not read", variant: "glm-dsa-allfull-top3",
+			kv: map[string]gguf.Value{g + "attention.layer_norm_epsilon": gguf.Float32(1e-5)},
+			check: func(t *testing.T, c *Config) {
+				if c.MLA.Indexer.Eps != 0 {
+					t.Fatalf("indexer eps %g, want 0", c.MLA.Indexer.Eps)
+				}
+			}},
 		{name: "DeepSeek routing keys not read", variant: "qwen35moe-hv",
 			kv: map[string]gguf.Value{qm + "expert_gating_func": gguf.Uint32(2), qm + "expert_weights_scale": gguf.Float32(2.5),
 				qm + "expert_weights_norm": gguf.Bool(false), qm + "expert_shared_count": gguf.Uint32(3)},
