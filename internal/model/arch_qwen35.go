@@ -7,14 +7,15 @@ import (
 	"braid/internal/gguf"
 )
 
-// qwen35, qwen35moe: Qwen3.5 / Qwen3.6 hybrids. Three of every four layers
-// (attention.recurrent_layers, else every layer but each
-// full_attention_interval-th) are Gated DeltaNet layers with recurrent
-// state (see DeltaNet); the others gated full attention:
+// qwen35, qwen35moe: Qwen3.5 / Qwen3.6 hybrids. The layers
+// attention.recurrent_layers marks (else every layer but each
+// full_attention_interval-th: three of four) are Gated DeltaNet layers
+// with recurrent state (see DeltaNet); the others gated full attention:
 //
 //	q|gate = attn_q · h per head; q, k RMS-normalised per head; NEOX rope
-//	on the first rope.dimension_count dims (the multi-section rope of the
-//	checkpoints is plain NEOX for text); o = attn(q, k, v) ⊙ sigmoid(gate)
+//	on the first rope.dimension_count dims, except the pairs whose
+//	rope.dimension_sections sector takes the fourth (for text: zero)
+//	position of interleaved M-RoPE; o = attn(q, k, v) ⊙ sigmoid(gate)
 //
 // then x += FFN(rms(x)·post_attention_norm): SwiGLU (qwen35), or experts
 // chosen by softmax, renormalised, plus a shared expert scaled by
