@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -16,10 +17,12 @@ func init() {
 }
 
 func runGenModel(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("genmodel", "--preset NAME [--type Q4_K_M|MXFP4_MOE|Q8_0|F16|...] [--nextn N] --out FILE.gguf [--seed S]", stderr)
+	fs := newFlags("genmodel", "--preset NAME | --variant NAME [--type Q4_K_M|MXFP4_MOE|Q8_0|F16|...] [--nextn N] --out FILE.gguf [--seed S]", stderr)
 	preset := fs.String("preset", "llama-1b", "model shape: "+strings.Join(modelgen.PresetNames(), ", "))
+	variant := fs.String("variant", "", "instead of a preset, a small reference variant whose llama.cpp logits braid's tests keep, with its own seed: "+
+		strings.Join(modelgen.VariantNames(), ", "))
 	typ := fs.String("type", "", "weight format or mix ("+strings.Join(modelgen.Mixes, ", ")+
-		" or a tensor type); default MXFP4_MOE for gpt-oss presets, Q4_K_M for the others")
+		" or a tensor type); default MXFP4_MOE for gpt-oss presets, Q4_K_M for the other presets, F32 for variants")
 	out := fs.String("out", "", "output file")
 	seed := fs.Uint64("seed", 1, "random seed")
 	nextn := fs.Int("nextn", -1, "NextN (MTP) blocks after the trunk, for --spec mtp (glm4moe, qwen35 and qwen35moe presets); default: the preset's")
@@ -29,25 +32,49 @@ func runGenModel(args []string, stdout, stderr io.Writer) error {
 	if *out == "" {
 		return usagef("--out FILE is required")
 	}
-	cfg, ok := modelgen.Presets[*preset]
-	if !ok {
-		return usagef("--preset %q: known presets are %s", *preset, strings.Join(modelgen.PresetNames(), ", "))
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var cfg modelgen.Config
+	shape := *preset
+	if *variant != "" {
+		// A variant is one file exactly, its seed part of it (reference
+		// logits were made from that file).
+		if set["preset"] || set["seed"] || set["nextn"] {
+			return usagef("--variant %s: --preset, --seed and --nextn do not apply (a variant is a fixed file)", *variant)
+		}
+		if _, ok := modelgen.Variants[*variant]; !ok {
+			return usagef("--variant %q: known variants are %s", *variant, strings.Join(modelgen.VariantNames(), ", "))
+		}
+		if *typ == "" {
+			*typ = "F32"
+		}
+		c, err := modelgen.Variant(*variant, *typ)
+		if err != nil {
+			return usagef("--type: %v", err)
+		}
+		cfg, shape = c, *variant
+	} else {
+		c, ok := modelgen.Presets[*preset]
+		if !ok {
+			return usagef("--preset %q: known presets are %s", *preset, strings.Join(modelgen.PresetNames(), ", "))
+		}
+		if *typ == "" {
+			*typ = modelgen.DefaultMix(c)
+		}
+		t, rule, err := modelgen.Mix(*typ)
+		if err != nil {
+			return usagef("--type: %v", err)
+		}
+		c.Type, c.TypeFor, c.Seed = t, rule, *seed
+		if *nextn >= 0 {
+			c.NextN = *nextn
+		}
+		c.Name = fmt.Sprintf("braid-random %s %s", *preset, *typ)
+		cfg = c
 	}
-	if *typ == "" {
-		*typ = modelgen.DefaultMix(cfg)
-	}
-	t, rule, err := modelgen.Mix(*typ)
-	if err != nil {
-		return usagef("--type: %v", err)
-	}
-	cfg.Type, cfg.TypeFor, cfg.Seed = t, rule, *seed
-	if *nextn >= 0 {
-		cfg.NextN = *nextn
-	}
-	cfg.Name = fmt.Sprintf("braid-random %s %s", *preset, *typ)
 	f, err := modelgen.Plan(cfg)
 	if err != nil {
-		return fmt.Errorf("--preset %s --type %s: %w", *preset, *typ, err)
+		return fmt.Errorf("%s --type %s: %w", shape, *typ, err)
 	}
 	if err := checkFreeSpace(filepath.Dir(*out), f.Size()); err != nil {
 		return err
@@ -59,7 +86,7 @@ func runGenModel(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "wrote %s (%s, %s, %s) in %.1fs\n", *out, *preset, *typ,
+	fmt.Fprintf(stdout, "wrote %s (%s, %s, %s) in %.1fs\n", *out, shape, *typ,
 		sysinfo.FormatBytes(uint64(f.Size())), time.Since(start).Seconds())
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"braid/internal/gguf"
+	"braid/internal/modelgen"
 )
 
 func TestGenModel(t *testing.T) {
@@ -114,5 +115,51 @@ func TestWriteProgress(t *testing.T) {
 	// A quick write shows nothing at all.
 	if quick := run(true, time.Millisecond, 100); quick != "" {
 		t.Errorf("a 0.1 s write printed %q", quick)
+	}
+}
+
+// TestGenModelVariant: --variant writes the reference variant byte for
+// byte as modelgen.Variant describes it (the file the committed llama.cpp
+// logits came from), and refuses the flags that would change it and names
+// it does not know.
+func TestGenModelVariant(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "v.gguf")
+	var o, e bytes.Buffer
+	if err := runGenModel([]string{"--variant", "qwen35-hv", "--type", "Q8_0", "--out", path}, &o, &e); err != nil {
+		t.Fatalf("%v\n%s", err, e.String())
+	}
+	cfg, err := modelgen.Variant("qwen35-hv", "Q8_0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := modelgen.Plan(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want bytes.Buffer
+	if _, err := f.WriteTo(&want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want.Bytes()) {
+		t.Errorf("genmodel --variant wrote %d bytes unlike modelgen.Variant's %d", len(got), want.Len())
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--variant", "qwen35-hv", "--seed", "7"}, "do not apply"},
+		{[]string{"--variant", "qwen35-hv", "--preset", "tiny"}, "do not apply"},
+		{[]string{"--variant", "no-such"}, "known variants"},
+		{[]string{"--variant", "qwen35-hv", "--type", "Q9_9"}, "Q9_9"},
+	} {
+		err := runGenModel(append(tc.args, "--out", filepath.Join(dir, "x.gguf")), &o, &e)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want %q", tc.args, err, tc.want)
+		}
 	}
 }

@@ -39,9 +39,13 @@ type Config struct {
 	Experts, ExpertsUsed int
 	ExpertFF             int
 	NormTopKProb         bool // renormalise the selected experts' weights to sum to 1
-	// ExpertShared experts run on every token besides the routed ones,
-	// together ExpertShared*ExpertFF wide (split like the routed experts).
+	// ExpertShared experts run on every token besides the routed ones
+	// (DeepSeek's expert_shared_count), together SharedFF wide: one FFN
+	// of SharedFF columns, split at the routed experts' fractions. SharedFF
+	// is ExpertShared*ExpertFF for the DeepSeek/GLM families; qwen35moe
+	// gives its one shared expert's width itself (0: none).
 	ExpertShared int
+	SharedFF     int
 	// Routing by groups (DeepSeek-V3): the experts form ExpertGroups
 	// groups, each scored by the sum of its two best selection scores, and
 	// only the ExpertGroupsUsed best groups are chosen from. 0 or equal
@@ -122,6 +126,11 @@ type RopeConfig struct {
 	BetaFast   float32
 	BetaSlow   float32
 	ExtFactor  float32
+	// Still lists the rotated pairs (< Dims/2) that keep position 0 for
+	// text tokens and so do not turn: interleaved multi-section rope
+	// (qwen35's rope.dimension_sections) takes a pair's position from the
+	// section of its sector, and text gives the fourth section position 0.
+	Still []int
 }
 
 // MoE reports whether layer l's FFN is a mixture of experts.
@@ -276,6 +285,7 @@ func (r *meta) moeRouting(c *Config, def Gating) (Gating, error) {
 	if v := r.opt("expert_shared_feed_forward_length", 0); v != 0 && v != c.ExpertShared*c.ExpertFF {
 		return 0, fmt.Errorf("shared experts %d wide, not %d shared x %d: not supported", v, c.ExpertShared, c.ExpertFF)
 	}
+	c.SharedFF = c.ExpertShared * c.ExpertFF
 	return g, nil
 }
 

@@ -74,7 +74,10 @@ type Model struct {
 	stage StageLink
 	sh    Shard
 	rope  kernels.Rope
-	mtp   *mtpHead // nil unless loaded
+	// still0 is the rotary table of position 0 (cos, then sin), which the
+	// pairs of Cfg.Rope.Still keep at every text position.
+	still0 []float32
+	mtp    *mtpHead // nil unless loaded
 	// denseDSA runs a DSA model's attention over every position while its
 	// indexer still selects (benchmarks compare the two).
 	denseDSA bool
@@ -177,6 +180,16 @@ func New(f *gguf.Model, pool *kernels.Pool, opt Options) (*Model, error) {
 	return assemble(f, c, pool, comm, opt, sh, w), nil
 }
 
+// ropeAt fills the rotary table of position pos: the Rope's, with the
+// pairs of Cfg.Rope.Still at position 0's angle (no turn).
+func (m *Model) ropeAt(pos int, cos, sin []float32) {
+	m.rope.CosSin(pos, cos, sin)
+	half := len(cos)
+	for _, i := range m.Cfg.Rope.Still {
+		cos[i], sin[i] = m.still0[i], m.still0[half+i]
+	}
+}
+
 // assemble makes a Model of bound weights and allocates its step buffers.
 func assemble(f *gguf.Model, c *Config, pool *kernels.Pool, comm Comm, opt Options, sh Shard, w *weights) *Model {
 	m := &Model{Cfg: *c, file: f, w: w, pool: pool, comm: comm, stage: opt.Stage, sh: sh, maxBatch: opt.MaxBatch}
@@ -187,6 +200,11 @@ func assemble(f *gguf.Model, c *Config, pool *kernels.Pool, comm Comm, opt Optio
 	m.rope = kernels.Rope{Dims: r.Dims, Base: r.Base, FreqScale: 1 / r.Factor, ExtFactor: r.ExtFactor,
 		AttnFactor: r.AttnFactor, BetaFast: r.BetaFast, BetaSlow: r.BetaSlow, OrigCtx: r.OrigCtx,
 		FreqFactors: w.ropeFreqs, NeoX: r.NeoX}
+	if len(r.Still) > 0 {
+		half := r.Dims / 2
+		m.still0 = make([]float32, 2*half)
+		m.rope.CosSin(0, m.still0[:half], m.still0[half:])
+	}
 	m.mtp = w.mtp
 	m.alloc()
 	if m.mtp != nil {
@@ -454,7 +472,7 @@ func (m *Model) step(cache *kvcache.Cache, b *Batch, logits, hidden []float32) e
 				return fmt.Errorf("model: embedding of token %d: %w", tok, err)
 			}
 		}
-		m.rope.CosSin(int(b.Pos[i]), s.cos[i*half:(i+1)*half], s.sin[i*half:(i+1)*half])
+		m.ropeAt(int(b.Pos[i]), s.cos[i*half:(i+1)*half], s.sin[i*half:(i+1)*half])
 	}
 	if !first {
 		if err := m.recvStage(n); err != nil {

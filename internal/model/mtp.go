@@ -230,7 +230,7 @@ func (m *Model) ForwardMTPHidden(cache *kvcache.Cache, b *Batch, hprev, logits, 
 		}
 		kernels.RMSNorm(in[:E], in[:E], h.enorm, c.NormEps)
 		kernels.RMSNorm(in[E:], hprev[i*E:(i+1)*E], h.hnorm, c.NormEps)
-		m.rope.CosSin(int(b.Pos[i]), s.cos[i*half:(i+1)*half], s.sin[i*half:(i+1)*half])
+		m.ropeAt(int(b.Pos[i]), s.cos[i*half:(i+1)*half], s.sin[i*half:(i+1)*half])
 	}
 	m.pool.MatMul(s.x[:n*E], &h.ehProj, h.in[:n*2*E], n)
 	// The block's cache is layer 0 of the MTP cache: run it as if this

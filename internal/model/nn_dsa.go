@@ -126,20 +126,17 @@ func (ix *Indexer) selectPositions(m *Model, cache *kvcache.Cache, b *Batch, cl 
 		m.pool.MatMul(d.iq[:n*x.Heads*x.Dim], &ix.qb, qr, n)
 		m.pool.MatMul(d.w[:n*x.Heads], &ix.proj, h, n)
 		wscale := float32(1 / math.Sqrt(float64(x.Dim*x.Heads)))
-		f16 := !cache.Config().F32
 		var tmp [512]float32
-		var h16 [512]uint16
 		for i := 0; i < n; i++ {
+			// The query stays float32 against F16 keys too: llama.cpp's
+			// CPU lightning-indexer op (GGML_OP_LIGHTNING_INDEXER, which
+			// it uses whenever the backend has it) widens each cached key
+			// to float32 and takes a float32 dot product with the query;
+			// only the unfused matmul path would round the query to half.
 			for j := 0; j < x.Heads; j++ {
 				q := d.iq[(i*x.Heads+j)*x.Dim : (i*x.Heads+j+1)*x.Dim]
 				m.rope.Apply(q, m.s.cos[i*half:(i+1)*half], m.s.sin[i*half:(i+1)*half])
 				d.hadamardInPlace(q, tmp[:x.Dim])
-				if f16 {
-					// Against F16 keys ggml's product rounds the query
-					// to half precision too.
-					kernels.F32ToF16Row(h16[:x.Dim], q)
-					kernels.F16ToF32Row(q, h16[:x.Dim])
-				}
 			}
 			w := d.w[i*x.Heads : (i+1)*x.Heads]
 			for j := range w {

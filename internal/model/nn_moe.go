@@ -72,7 +72,7 @@ func (b *binder) moe(l int, opt MoEOpts) *MoE {
 	}
 	if opt.Shared {
 		lo, hi := sh.SharedFF(c)
-		F := c.ExpertShared * c.ExpertFF
+		F := c.SharedFF
 		e.shared = &Dense{act: opt.Act,
 			gate: b.column(blk(l, "ffn_gate_shexp.weight"), c.Embd, F, lo, hi),
 			up:   b.column(blk(l, "ffn_up_shexp.weight"), c.Embd, F, lo, hi),

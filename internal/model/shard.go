@@ -34,7 +34,10 @@ type Shard struct {
 	KVLo, KVHi       int
 	FFLo, FFHi       int
 	ExpFFLo, ExpFFHi int
-	VocabLo, VocabHi int
+	// SharedLo, SharedHi are this rank's columns of the shared experts
+	// (Config.SharedFF wide), cut at the routed experts' fractions.
+	SharedLo, SharedHi int
+	VocabLo, VocabHi   int
 	// SSMLo, SSMHi are the recurrent (DeltaNet) layers' value heads this
 	// rank runs; every rank computes all their key heads.
 	SSMLo, SSMHi int
@@ -48,6 +51,7 @@ func FullShard(c *Config) Shard {
 	s := Shard{Last: c.Layers, TPSize: 1, HeadHi: c.Heads, KVHi: c.KVHeads, VocabHi: c.Vocab}
 	if c.HasMoE() {
 		s.ExpFFHi = c.ExpertFF
+		s.SharedHi = c.SharedFF
 	}
 	if c.HasDense() {
 		s.FFHi = c.FF
@@ -58,11 +62,10 @@ func FullShard(c *Config) Shard {
 	return s
 }
 
-// SharedFF is this rank's columns of the shared experts, ExpertShared
-// times ExpertFF wide: the routed experts' cut, scaled (so it falls on the
-// same block boundaries).
+// SharedFF is this rank's columns of the shared experts (of
+// Config.SharedFF).
 func (s *Shard) SharedFF(c *Config) (lo, hi int) {
-	return s.ExpFFLo * c.ExpertShared, s.ExpFFHi * c.ExpertShared
+	return s.SharedLo, s.SharedHi
 }
 
 // maxFF is the widest FF slice this rank runs: dense, expert or shared.
@@ -121,18 +124,19 @@ func (s *Shard) Validate(c *Config) error {
 	if s.TPSize < 1 || s.TPRank < 0 || s.TPRank >= s.TPSize {
 		return bad("tensor-parallel rank %d of %d", s.TPRank, s.TPSize)
 	}
-	ff, eff := 0, 0
+	ff, eff, sff := 0, 0, 0
 	if c.HasDense() {
 		ff = c.FF
 	}
 	if c.HasMoE() {
-		eff = c.ExpertFF
+		eff, sff = c.ExpertFF, c.SharedFF
 	}
 	for _, r := range []struct {
 		name      string
 		lo, hi, n int
 	}{{"head", s.HeadLo, s.HeadHi, c.Heads}, {"KV head", s.KVLo, s.KVHi, c.KVHeads}, {"FFN column", s.FFLo, s.FFHi, ff},
-		{"expert FFN column", s.ExpFFLo, s.ExpFFHi, eff}, {"vocabulary", s.VocabLo, s.VocabHi, c.Vocab},
+		{"expert FFN column", s.ExpFFLo, s.ExpFFHi, eff}, {"shared expert FFN column", s.SharedLo, s.SharedHi, sff},
+		{"vocabulary", s.VocabLo, s.VocabHi, c.Vocab},
 		{"recurrent value head", s.SSMLo, s.SSMHi, ssmHeads(c)}} {
 		if err := rng(r.name, r.lo, r.hi, r.n); err != nil {
 			return err
@@ -146,7 +150,7 @@ func (s *Shard) Validate(c *Config) error {
 	} else if s.KVLo != s.HeadLo/group || s.KVHi != (s.HeadHi+group-1)/group {
 		return bad("query heads [%d,%d) read KV heads [%d,%d), not [%d,%d)", s.HeadLo, s.HeadHi, s.HeadLo/group, (s.HeadHi+group-1)/group, s.KVLo, s.KVHi)
 	}
-	if s.TPSize == 1 && (s.Heads() != c.Heads || s.FFHi-s.FFLo != ff || s.ExpFFHi-s.ExpFFLo != eff || s.SSMHi-s.SSMLo != ssmHeads(c)) {
+	if s.TPSize == 1 && (s.Heads() != c.Heads || s.FFHi-s.FFLo != ff || s.ExpFFHi-s.ExpFFLo != eff || s.SharedHi-s.SharedLo != sff || s.SSMHi-s.SSMLo != ssmHeads(c)) {
 		return bad("a group of one must hold every head and FFN column")
 	}
 	if s.LastStage(c) && s.Vocab() == 0 && s.TPSize == 1 {
@@ -233,6 +237,12 @@ func TensorSplit(c *Config, blk Blocks, weights []float64) ([]Shard, error) {
 			cut := ffCut(c.ExpertFF, blk.DownExps, "expert FFN", "ffn_down_exps")
 			for r := range sh {
 				sh[r].ExpFFLo, sh[r].ExpFFHi = cut[r], cut[r+1]
+			}
+			if c.SharedFF > 0 {
+				cut := ffCut(c.SharedFF, blk.DownExps, "shared expert FFN", "ffn_down_shexp")
+				for r := range sh {
+					sh[r].SharedLo, sh[r].SharedHi = cut[r], cut[r+1]
+				}
 			}
 		}
 		if c.HasDense() {

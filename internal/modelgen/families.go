@@ -57,6 +57,17 @@ func (c *Config) recurrent(l int) bool {
 	return (l+1)%c.FullAttnInterval != 0
 }
 
+// indexerFull reports whether glm-dsa layer l runs its own indexer: as
+// IndexerFull says, or without it as llama.cpp decides for a file without
+// attention.indexer.types (every layer under a context of 2^20, else
+// GLM-5.2's layers 0, 1 and every fourth from 2 up to 77).
+func (c *Config) indexerFull(l int) bool {
+	if c.IndexerFull != nil {
+		return c.IndexerFull[l]
+	}
+	return c.Context < 1<<20 || l < 2 || l < 78 && (l-2)%4 == 0
+}
+
 // fillFamily checks c and fills in the defaults of the families in this
 // file.
 func (c *Config) fillFamily() error {
@@ -141,6 +152,9 @@ func (c *Config) fillFamily() error {
 		if c.IndexerFull != nil && (len(c.IndexerFull) != c.Layers || !c.IndexerFull[0]) {
 			return bad("IndexerFull %v: want one entry per layer (%d), the first true", c.IndexerFull, c.Layers)
 		}
+		if c.IndexerDim < 64 || c.IndexerDim&(c.IndexerDim-1) != 0 {
+			return bad("indexer key length %d: llama.cpp's indexer rotation (a Hadamard matrix) needs a power of two of at least 64", c.IndexerDim)
+		}
 	} else if c.IndexerHeads != 0 || c.IndexerDim != 0 || c.IndexerTopK != 0 || c.IndexerFull != nil {
 		return bad("the indexer fields are for glm-dsa")
 	}
@@ -156,13 +170,16 @@ func (c *Config) fillFamily() error {
 		if c.Recurrent != nil && len(c.Recurrent) != c.Layers {
 			return bad("Recurrent has %d entries for %d layers", len(c.Recurrent), c.Layers)
 		}
+		if c.NoIntervalKey && c.Recurrent == nil {
+			return bad("NoIntervalKey without Recurrent would leave the layer kinds to llama.cpp's default interval")
+		}
 		if c.RopeSections == nil {
 			pairs := int32(c.RopeDim / 2)
 			s0 := (pairs + 2) / 3
 			s1 := (pairs - s0 + 1) / 2
 			c.RopeSections = []int32{s0, s1, pairs - s0 - s1, 0}
 		}
-	} else if c.SSMState != 0 || c.SSMKeyHeads != 0 || c.SSMValueHeads != 0 || c.SSMConv != 0 || c.FullAttnInterval != 0 || c.Recurrent != nil || c.RopeSections != nil {
+	} else if c.SSMState != 0 || c.SSMKeyHeads != 0 || c.SSMValueHeads != 0 || c.SSMConv != 0 || c.FullAttnInterval != 0 || c.Recurrent != nil || c.RopeSections != nil || c.NoIntervalKey {
 		return bad("the DeltaNet fields are for qwen35 and qwen35moe")
 	}
 
@@ -319,7 +336,9 @@ func (c *Config) setFamilyMetadata(w *gguf.Writer) {
 		if c.Recurrent != nil {
 			w.Set(a+"attention.recurrent_layers", gguf.BoolArray(append(append([]bool{}, c.Recurrent...), make([]bool, c.NextN)...)))
 		}
-		u("full_attention_interval", c.FullAttnInterval)
+		if !c.NoIntervalKey {
+			u("full_attention_interval", c.FullAttnInterval)
+		}
 		u("rope.dimension_count", c.RopeDim)
 		w.Set(a+"rope.dimension_sections", gguf.Int32Array(c.RopeSections))
 	}
@@ -410,7 +429,7 @@ func (c *Config) planMLA(p *planner, pre string, l int) {
 	p.matrix(pre+"attn_k_b.weight", c.Type, inv(c.QKNopeDim), c.QKNopeDim, c.KVLoraRank, H)
 	p.matrix(pre+"attn_v_b.weight", c.Type, inv(c.KVLoraRank), c.KVLoraRank, c.VHeadDim, H)
 	p.matrix(pre+"attn_output.weight", c.Type, inv(H*c.VHeadDim), H*c.VHeadDim, E)
-	if c.Arch == "glm-dsa" && (c.IndexerFull == nil || c.IndexerFull[l]) {
+	if c.Arch == "glm-dsa" && c.indexerFull(l) {
 		D, IH := c.IndexerDim, c.IndexerHeads
 		p.norm(pre+"indexer.k_norm.weight", D)
 		p.f32(pre+"indexer.k_norm.bias", 0, 0.1, D)

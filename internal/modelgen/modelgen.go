@@ -126,6 +126,9 @@ type Config struct {
 	// false for the NextN blocks, as newer converters write it).
 	FullAttnInterval int
 	Recurrent        []bool
+	// NoIntervalKey leaves full_attention_interval out of the file (only
+	// with Recurrent, which then alone gives the layer kinds).
+	NoIntervalKey bool
 	// ExpertSharedFF is qwen35moe's expert_shared_feed_forward_length,
 	// the width of its sigmoid-gated shared expert (0 = ExpertFF).
 	ExpertSharedFF int
