@@ -13,6 +13,15 @@ import (
 // ever peeked at (see spin), so one that outlives its connection and gets
 // reused can do no harm: a peek consumes nothing.
 func socketFD(conn net.Conn) int {
+	// A TLS session (or the sniffing wrapper under it) reads from a TCP
+	// socket: peeking at that socket still tells whether bytes came.
+	for {
+		u, ok := conn.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		conn = u.NetConn()
+	}
 	sc, ok := conn.(syscall.Conn)
 	if !ok {
 		return -1

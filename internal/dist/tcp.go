@@ -33,8 +33,14 @@ type MeshConfig struct {
 	// bind port 0 to learn the address before the mesh forms).
 	Listener net.Listener
 	// Secret is the shared secret; nil accepts and dials loopback peers
-	// only (see LoadSecret).
+	// only (see LoadSecret), unless TLS is set.
 	Secret []byte
+	// TLS, when set, makes every connection of the mesh mutual TLS with
+	// the cluster's CA (LoadTLS); a peer without it is refused with the
+	// reason. A CA-signed peer is authenticated without a secret, so
+	// non-loopback peers are accepted then; with a secret as well, its
+	// handshake runs inside the TLS session.
+	TLS *TLS
 	// Stripes is the number of connections per pair (1..16, default 1);
 	// data messages of at least StripeMin bytes (default 1 MiB) are split
 	// over all of them.
@@ -443,11 +449,31 @@ func (t *TCP) missing(slots [][]*arrival, cause error, last *string) error {
 }
 
 func (t *TCP) accept(conn net.Conn, hc *handshakeConfig) (arrival, error) {
-	if len(t.cfg.Secret) == 0 && !isLoopback(conn.RemoteAddr()) {
+	if len(t.cfg.Secret) == 0 && t.cfg.TLS == nil && !isLoopback(conn.RemoteAddr()) {
 		refuse(conn, "this node has no shared secret and accepts loopback connections only")
-		return arrival{}, fmt.Errorf("connection from %s refused: no shared secret configured (--secret-file or BRAID_SECRET), so only loopback peers are accepted", conn.RemoteAddr())
+		return arrival{}, fmt.Errorf("connection from %s refused: no shared secret configured (--secret-file or BRAID_SECRET) and no --tls-dir, so only loopback peers are accepted", conn.RemoteAddr())
 	}
 	setTCPOptions(conn)
+	if t.cfg.TLS != nil {
+		tc, err := ServerTLS(conn, t.cfg.TLS, hc.timeout)
+		if err != nil {
+			return arrival{}, err
+		}
+		conn = tc
+	} else {
+		c, isTLS, err := sniff(conn, hc.timeout)
+		if err != nil {
+			return arrival{}, fmt.Errorf("connection from %s: %w", conn.RemoteAddr(), err)
+		}
+		if isTLS {
+			// A braid frame where the dialer expects TLS records: its TLS
+			// library reports a record header starting "BRD" (clientTLS
+			// turns that into the reason).
+			refuse(c, "this node runs without --tls-dir")
+			return arrival{}, fmt.Errorf("connection from %s refused: it speaks TLS, and this node runs without --tls-dir", conn.RemoteAddr())
+		}
+		conn = c
+	}
 	h, err := handshake(conn, hc, false, -1, -1)
 	if err != nil {
 		return arrival{}, err
@@ -472,12 +498,23 @@ func (t *TCP) dial(ctx context.Context, j, stripe int, hc *handshakeConfig) (arr
 		conn, err := d.DialContext(dctx, "tcp", addr)
 		dcancel()
 		if err == nil {
-			if len(t.cfg.Secret) == 0 && !isLoopback(conn.RemoteAddr()) {
+			if len(t.cfg.Secret) == 0 && t.cfg.TLS == nil && !isLoopback(conn.RemoteAddr()) {
 				conn.Close()
-				return arrival{}, &PeerError{Rank: j, Addr: addr, What: "dial", Err: errors.New("this node has no shared secret (--secret-file or BRAID_SECRET), so it connects to loopback peers only")}
+				return arrival{}, &PeerError{Rank: j, Addr: addr, What: "dial", Err: errors.New("this node has no shared secret (--secret-file or BRAID_SECRET) and no --tls-dir, so it connects to loopback peers only")}
 			}
 			setTCPOptions(conn)
 			stop := context.AfterFunc(ctx, func() { conn.Close() })
+			if t.cfg.TLS != nil {
+				tc, err := clientTLS(conn, t.cfg.TLS, hc.timeout)
+				if err != nil {
+					stop()
+					conn.Close()
+					// A peer with another CA or without TLS will not change
+					// its mind: final, like a handshake refusal.
+					return arrival{}, &PeerError{Rank: j, Addr: addr, What: "connect", Err: err}
+				}
+				conn = tc
+			}
 			h, err := handshake(conn, hc, true, j, stripe)
 			if !stop() {
 				return arrival{}, &PeerError{Rank: j, Addr: addr, What: "connect", Err: fmt.Errorf("mesh forming ended: %w", context.Cause(ctx))}
