@@ -35,7 +35,7 @@ type TLS struct {
 	Leaf    *x509.Certificate // this node's certificate
 	pool    *x509.CertPool
 	keyPair tls.Certificate
-	now      func() time.Time // tests move the clock
+	now     func() time.Time // tests move the clock
 }
 
 // LoadTLS reads a TLS directory. Every problem is named with its file: a
