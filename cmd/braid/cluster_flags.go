@@ -29,6 +29,7 @@ type clusterFlags struct {
 	tensorSplit string
 	file        string
 	secretFile  string
+	tlsDir      string
 	timeout     time.Duration
 	spin        time.Duration
 	discover    string
@@ -45,6 +46,7 @@ func (f *clusterFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.tensorSplit, "tensor-split", "", "with --workers: weights per rank in rank order, this node first, e.g. 2,1,1")
 	fs.StringVar(&f.file, "cluster", "", "cluster file (TOML): ranks, addresses per pair, split, secret (instead of --workers)")
 	fs.StringVar(&f.secretFile, "secret-file", "", "file holding the cluster's shared secret (default: $BRAID_SECRET; none = loopback only)")
+	fs.StringVar(&f.tlsDir, "tls-dir", "", "mutual TLS between nodes: a directory with ca.crt, node.crt and node.key (braid certs writes them; default: $BRAID_TLS_DIR; none = plain TCP)")
 	fs.DurationVar(&f.timeout, "net-timeout", dist.DefaultTimeout, "with --workers: bound on every network wait")
 	fs.DurationVar(&f.spin, "net-spin", dist.DefaultSpin, "with --workers: how long every rank polls for a peer's message before it sleeps (0 = never; polling keeps a waiting CPU awake, which all-reduces need)")
 	fs.StringVar(&f.discover, "discover", "", "find the workers: lws (LeaderWorkerSet's environment; the default when LWS_GROUP_SIZE > 1 and neither --workers nor --cluster is given), dns:NAME (SRV records _braid._tcp.NAME, else NAME's A/AAAA records; rank = StatefulSet ordinal + 1) or none")
@@ -191,7 +193,7 @@ func (f *clusterFlags) config(path string) (cluster.Config, error) {
 		}
 	}
 	deadline := time.Now().Add(wait)
-	split, tsplit, secretFile := f.split, f.tensorSplit, f.secretFile
+	split, tsplit, secretFile, tlsDir := f.split, f.tensorSplit, f.secretFile, f.tlsDir
 	if f.file != "" {
 		src, err := os.ReadFile(f.file)
 		if err != nil {
@@ -210,6 +212,9 @@ func (f *clusterFlags) config(path string) (cluster.Config, error) {
 		}
 		if secretFile == "" {
 			secretFile = cf.SecretFile
+		}
+		if tlsDir == "" {
+			tlsDir = cf.TLSDir
 		}
 		if path == "" {
 			path = cf.LocalModel()
@@ -256,6 +261,9 @@ func (f *clusterFlags) config(path string) (cluster.Config, error) {
 		return cfg, err
 	}
 	cfg.Secret = secret
+	if cfg.TLS, err = dist.LoadTLSDir(tlsDir); err != nil {
+		return cfg, err
+	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = f.timeout
 	}

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"runtime"
 	"strings"
 
+	"braid/internal/dist"
 	"braid/internal/kernels"
 	"braid/internal/sysinfo"
 )
@@ -15,12 +17,38 @@ func init() {
 }
 
 func runDoctor(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("doctor", "", stderr)
+	fs := newFlags("doctor", "[--tls-dir DIR] [--secret-file F]", stderr)
+	tlsDir := fs.String("tls-dir", "", "the TLS directory this node's worker or serve is given (default: $BRAID_TLS_DIR): checked and described")
+	secretFile := fs.String("secret-file", "", "the shared secret's file (default: $BRAID_SECRET): checked, never printed")
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return err
 	}
 	writeDoctor(stdout)
-	return nil
+	return writeNetwork(stdout, *tlsDir, *secretFile)
+}
+
+// writeNetwork says what protects this node's links to its peers: TLS or
+// plain TCP, and whether a secret authenticates them. An unusable TLS
+// directory or secret is printed and is the command's error.
+func writeNetwork(w io.Writer, tlsDir, secretFile string) error {
+	t, terr := dist.LoadTLSDir(tlsDir)
+	if terr != nil {
+		fmt.Fprintf(w, "network:  TLS directory unusable: %v\n", terr)
+	} else {
+		fmt.Fprintf(w, "network:  %s\n", t.Describe())
+	}
+	secret, serr := dist.LoadSecret(secretFile)
+	switch {
+	case serr != nil:
+		fmt.Fprintf(w, "secret:   unusable: %v\n", serr)
+	case secret != nil:
+		fmt.Fprintf(w, "secret:   set (%d bytes): peers prove it in the handshake\n", len(secret))
+	case t != nil:
+		fmt.Fprintln(w, "secret:   none: peers are authenticated by the cluster CA")
+	default:
+		fmt.Fprintln(w, "secret:   none: only loopback peers are accepted")
+	}
+	return errors.Join(terr, serr)
 }
 
 // writeDoctor prints every choice braid made on this node, so nothing falls

@@ -210,8 +210,6 @@ var llamaOnly = []llamaOption{
 	{names: []string{"rope-freq-scale"}, value: true, why: "RoPE comes from the model's metadata", env: "LLAMA_ARG_ROPE_FREQ_SCALE"},
 	{names: []string{"grp-attn-n", "gan"}, value: true, why: "self-extend is not supported", env: "LLAMA_ARG_GRP_ATTN_N"},
 	{names: []string{"grp-attn-w", "gaw"}, value: true, why: "self-extend is not supported", env: "LLAMA_ARG_GRP_ATTN_W"},
-	{names: []string{"ssl-key-file"}, value: true, why: "TLS is not served; put a proxy in front", env: "LLAMA_ARG_SSL_KEY_FILE"},
-	{names: []string{"ssl-cert-file"}, value: true, why: "TLS is not served; put a proxy in front", env: "LLAMA_ARG_SSL_CERT_FILE"},
 	{names: []string{"api-prefix"}, value: true, why: "endpoints are served at the root only", env: "LLAMA_ARG_API_PREFIX"},
 	{names: []string{"path"}, value: true, why: "the web page is built in; --no-ui turns it off", env: "LLAMA_ARG_STATIC_PATH"},
 	{names: []string{"reasoning-format"}, value: true, why: "set reasoning_format per request (none, auto)", env: "LLAMA_ARG_THINK"},
@@ -282,6 +280,7 @@ var llamaEnv = map[string]string{
 	"LLAMA_ARG_CHAT_TEMPLATE_FILE": "chat-template-file", "LLAMA_ARG_TEMPERATURE": "temp", "LLAMA_ARG_TOP_K": "top-k",
 	"LLAMA_ARG_TOP_P": "top-p", "LLAMA_ARG_MIN_P": "min-p", "LLAMA_ARG_REPEAT_PENALTY": "repeat-penalty",
 	"LLAMA_ARG_PRESENCE_PENALTY": "presence-penalty", "LLAMA_ARG_FREQUENCY_PENALTY": "frequency-penalty",
+	"LLAMA_ARG_SSL_KEY_FILE": "ssl-key-file", "LLAMA_ARG_SSL_CERT_FILE": "ssl-cert-file",
 	"LLAMA_ARG_SPEC_DRAFT_MODEL": "model-draft", "LLAMA_ARG_SPEC_DRAFT_N_MAX": "spec-n-max", "LLAMA_ARG_SPEC_DRAFT_N_MIN": "spec-n-min",
 }
 
@@ -548,13 +547,13 @@ func (m *multiListener) Close() error {
 func (m *multiListener) Addr() net.Addr { return m.lns[0].Addr() }
 
 // addrs are every listener's address.
-func listenerAddrs(ln net.Listener) []string {
+func listenerAddrs(ln net.Listener, scheme string) []string {
 	if m, ok := ln.(*multiListener); ok {
 		var out []string
 		for _, l := range m.lns {
-			out = append(out, "http://"+l.Addr().String())
+			out = append(out, scheme+"://"+l.Addr().String())
 		}
 		return out
 	}
-	return []string{"http://" + ln.Addr().String()}
+	return []string{scheme + "://" + ln.Addr().String()}
 }

@@ -54,7 +54,7 @@ func llamaServe(t *testing.T, env []string, args ...string) (string, []string) {
 		}
 		close(lines)
 	}()
-	re := regexp.MustCompile(`listening on http://(\S+)`)
+	re := regexp.MustCompile(`listening on (https?)://(\S+)`)
 	var seen []string
 	url := ""
 	deadline := time.After(60 * time.Second)
@@ -66,7 +66,7 @@ func llamaServe(t *testing.T, env []string, args ...string) (string, []string) {
 			}
 			seen = append(seen, l)
 			if m := re.FindStringSubmatch(l); m != nil && url == "" {
-				url = "http://" + m[1]
+				url = m[1] + "://" + m[2]
 			}
 			if strings.Contains(l, "ready:") {
 				go func() {

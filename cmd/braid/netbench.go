@@ -68,6 +68,10 @@ func runNetbench(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	tlsCfg, err := dist.LoadTLSDir(cf.tlsDir)
+	if err != nil {
+		return err
+	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -102,13 +106,13 @@ func runNetbench(args []string, stdout, stderr io.Writer) error {
 			spin = -1
 			fmt.Fprintf(stderr, "netbench: %d ranks on %d CPUs in one process: receives do not poll (--net-spin to make them)\n", *local, procs)
 		}
-		rep, err = netbenchLocal(ctx, *local, *inproc, dist.MeshConfig{Secret: secret, Stripes: *stripes, Timeout: *timeout, Spin: spin, Logger: log}, cfg)
+		rep, err = netbenchLocal(ctx, *local, *inproc, dist.MeshConfig{Secret: secret, TLS: tlsCfg, Stripes: *stripes, Timeout: *timeout, Spin: spin, Logger: log}, cfg)
 	case *rank >= 0:
 		list := strings.Split(*addrs, ",")
 		if *addrs == "" || *rank >= len(list) {
 			return usagef("--rank %d needs --addrs with at least %d entries", *rank, *rank+1)
 		}
-		mc := dist.MeshConfig{Rank: *rank, Addrs: list, Listen: *listen, Secret: secret, Stripes: *stripes, Timeout: *timeout, Spin: spinSetting(cf.spin), Logger: log}
+		mc := dist.MeshConfig{Rank: *rank, Addrs: list, Listen: *listen, Secret: secret, TLS: tlsCfg, Stripes: *stripes, Timeout: *timeout, Spin: spinSetting(cf.spin), Logger: log}
 		if mc.Listen == "" && *rank > 0 {
 			_, port, err := net.SplitHostPort(list[*rank])
 			if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"os"
@@ -24,7 +25,7 @@ func init() {
 }
 
 func runServe(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("serve", "-m MODEL [--listen 127.0.0.1:8080 | --host H[,H2] --port P] [--parallel 8] [-c CTX] [--api-key-file F | --api-key K] [--alias NAME[,NAME2]] [--tags T] [--temp T --seed S -n N ...] [--context-shift [--keep N]] [--no-metrics] [--no-slots] [--no-ui] [--chat-template T | --chat-template-file F] [--workers ... | --cluster FILE] [--spec ngram|draft|mtp [--model-draft F] [--spec-n-max N] [--spec-n-min N]]", stderr)
+	fs := newFlags("serve", "-m MODEL [--listen 127.0.0.1:8080 | --host H[,H2] --port P] [--parallel 8] [-c CTX] [--api-key-file F | --api-key K] [--ssl-key-file F --ssl-cert-file F] [--alias NAME[,NAME2]] [--tags T] [--temp T --seed S -n N ...] [--context-shift [--keep N]] [--no-metrics] [--no-slots] [--no-ui] [--chat-template T | --chat-template-file F] [--workers ... | --cluster FILE] [--spec ngram|draft|mtp [--model-draft F] [--spec-n-max N] [--spec-n-min N]]", stderr)
 	mf := modelFlags{serving: true}
 	mf.register(fs)
 	var cf clusterFlags
@@ -42,6 +43,8 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	noPrefix := fs.Bool("no-prefix-cache", false, "do not keep finished sequences for prefix reuse")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the whole run to this file at exit (go tool pprof)")
 	logFormat := fs.String("log-format", "text", "text, or json: one JSON object per line (the access log's and the rest)")
+	sslKey := fs.String("ssl-key-file", "", "serve HTTPS: the PEM private key `file` (with --ssl-cert-file)")
+	sslCert := fs.String("ssl-cert-file", "", "serve HTTPS: the PEM certificate `file`, chain included (with --ssl-key-file)")
 	noEmbed := fs.Bool("no-embeddings", false, "refuse /v1/embeddings (otherwise a second instance of the model, sharing its weights, computes them on demand)")
 	var sf specFlags
 	sf.register(fs, false)
@@ -142,16 +145,28 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		ModelPath: mf.path, AccessLog: slog.access, Tags: splitList(lf.tags), Defaults: defaults,
 		NoMetrics: !lf.metrics, NoSlots: !lf.slots, NoWeb: !lf.ui})
 
+	tlsCfg, err := serveTLS(*sslKey, *sslCert)
+	if err != nil {
+		return err
+	}
 	ln, err := listenAll(addrs)
 	if err != nil {
 		return err
+	}
+	scheme := "http"
+	if tlsCfg != nil {
+		scheme = "https"
+	}
+	where := listenerAddrs(ln, scheme)
+	if tlsCfg != nil {
+		ln = tls.NewListener(ln, tlsCfg)
 	}
 	ctx, stop := interruptContext(logf)
 	defer stop()
 	// Listen first, so /health can say "loading" while the weights map in.
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx, ln, *grace) }()
-	logf("listening on %s (model %q, loading)", strings.Join(listenerAddrs(ln), " and "), name)
+	logf("listening on %s (model %q, loading)", strings.Join(where, " and "), name)
 
 	l, tok, tmpl, err := loadForServe(&mf, &cf, *parallel, logf, stderr)
 	if err != nil {
@@ -278,4 +293,21 @@ func loadForServe(mf *modelFlags, cf *clusterFlags, parallel int, logf func(stri
 		tmpl = chat.ChatML()
 	}
 	return l, tok, tmpl, nil
+}
+
+// serveTLS is --ssl-key-file and --ssl-cert-file: both or neither, the
+// pair checked before listening (a key of another certificate, a file that
+// is not PEM) so that a bad pair fails at start, naming the files.
+func serveTLS(keyFile, certFile string) (*tls.Config, error) {
+	if keyFile == "" && certFile == "" {
+		return nil, nil
+	}
+	if keyFile == "" || certFile == "" {
+		return nil, usagef("--ssl-key-file and --ssl-cert-file go together (got only %s)", map[bool]string{true: "--ssl-key-file", false: "--ssl-cert-file"}[keyFile != ""])
+	}
+	kp, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--ssl-cert-file %s with --ssl-key-file %s: %w", certFile, keyFile, err)
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{kp}, NextProtos: []string{"http/1.1"}}, nil
 }

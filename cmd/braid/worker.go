@@ -22,11 +22,12 @@ func init() {
 }
 
 func runWorker(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("worker", "--listen HOST:PORT [--health-listen HOST:PORT] [--secret-file F] [-t THREADS] [--mem-limit BYTES] [--models-dir DIR] [--no-pull]", stderr)
+	fs := newFlags("worker", "--listen HOST:PORT [--health-listen HOST:PORT] [--secret-file F] [--tls-dir DIR] [-t THREADS] [--mem-limit BYTES] [--models-dir DIR] [--no-pull]", stderr)
 	listen := fs.String("listen", "", "control address coordinators connect to, e.g. :7000 (port 0 picks one; the address is printed)")
 	healthListen := fs.String("health-listen", "", "address of a small HTTP listener for probes, e.g. :7001: GET /health (200 while the worker serves: session, rank, model) and /ready (200 until it is stopping); it never touches a coordinator's session")
 	dataListen := fs.String("data-listen", "", "data-plane address the other ranks connect to (default: the --listen host, a free port)")
 	secretFile := fs.String("secret-file", "", "file holding the cluster's shared secret (default: $BRAID_SECRET; none = loopback peers only)")
+	tlsDir := fs.String("tls-dir", "", "mutual TLS with the coordinator and peers: a directory with ca.crt, node.crt and node.key (braid certs writes them; default: $BRAID_TLS_DIR; none = plain TCP)")
 	threads := fs.Int("t", defaultThreads(), "threads")
 	cpus := fs.String("cpus", "", cpusUsage)
 	memLimit := fs.String("mem-limit", "", "most memory to offer for a shard, e.g. 24G (default: what the node has usable)")
@@ -68,6 +69,10 @@ func runWorker(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	tlsCfg, err := dist.LoadTLSDir(*tlsDir)
+	if err != nil {
+		return err
+	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	if l, ok, err := discover.ReadLWS(os.LookupEnv); err != nil {
 		return usageError{err}
@@ -100,7 +105,7 @@ func runWorker(args []string, stdout, stderr io.Writer) error {
 	}
 	// A worker has no other work than its rank's (see limitProcs).
 	defer limitProcs(*threads)()
-	w, err := cluster.NewWorker(cluster.WorkerConfig{Secret: secret, Threads: *threads, MemLimit: mem, ModelsDir: *modelsDir,
+	w, err := cluster.NewWorker(cluster.WorkerConfig{Secret: secret, TLS: tlsCfg, Threads: *threads, MemLimit: mem, ModelsDir: *modelsDir,
 		DataListen: *dataListen, Timeout: *timeout, Spin: spinSetting(*spin), Logger: log, NoPull: *noPull,
 		LoadMode: lmode, LoadAuto: lauto, Resolver: res}, ln.Addr())
 	if err != nil {
@@ -132,8 +137,9 @@ func runWorker(args []string, stdout, stderr io.Writer) error {
 	if f, ok := stdout.(*os.File); ok {
 		f.Sync()
 	}
-	if secret == nil {
-		log.Warn("worker: no shared secret (--secret-file or BRAID_SECRET): accepting loopback connections only")
+	log.Info("worker: between nodes: " + tlsCfg.Describe())
+	if secret == nil && tlsCfg == nil {
+		log.Warn("worker: no shared secret (--secret-file or BRAID_SECRET) and no --tls-dir: accepting loopback connections only")
 	}
 	// SIGTERM (an orchestrator's stop) or Ctrl-C: the worker answers the
 	// request in progress, tells its coordinator it leaves and exits 0; a

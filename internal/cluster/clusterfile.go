@@ -36,13 +36,14 @@ import (
 //
 // Ranks are in the order written; that order indexes tensor-split. A link
 // not given uses the host of the target's addr. Keys: split, tensor-split,
-// secret-file, model, timeout (a duration, e.g. "30s") at the top; addr and
+// secret-file, tls-dir, model, timeout (a duration, e.g. "30s") at the top; addr and
 // model in [[rank]]; from, to and addr in [[link]]. Strings are double-
 // quoted with \" and \\ escapes; comments start with #.
 type File struct {
 	Split       string
 	TensorSplit []float64
 	SecretFile  string
+	TLSDir      string
 	Model       string
 	Timeout     string
 	Ranks       []FileRank
@@ -122,6 +123,8 @@ func ParseFile(src string) (*File, error) {
 			f.Split, err = parseString(val)
 		case ".secret-file":
 			f.SecretFile, err = parseString(val)
+		case ".tls-dir":
+			f.TLSDir, err = parseString(val)
 		case ".model":
 			f.Model, err = parseString(val)
 		case ".timeout":

@@ -54,6 +54,8 @@ type Config struct {
 	Split       string
 	TensorSplit []float64
 	Secret      []byte
+	// TLS makes every connection mutual TLS (dist.LoadTLS); nil is plain TCP.
+	TLS *dist.TLS
 	// Threads (rank 0's kernels), MaxBatch (tokens per internal step, on
 	// every rank), Ctx and Parallel (the KV cache holds Parallel sequences
 	// of Ctx positions), KVF32: as for a single node.
@@ -458,7 +460,7 @@ func (c *Cluster) dial(ctx context.Context, w *worker, timeout time.Duration, lo
 				"err", r.Err, "retry_in", r.Wait, "waited", r.Waited.Round(time.Millisecond), "wait_limit", r.Limit)
 		}
 	}
-	tr, err := dist.Connect(ctx, dist.MeshConfig{Rank: 0, Addrs: []string{"", w.node.Addr}, Secret: c.cfg.Secret,
+	tr, err := dist.Connect(ctx, dist.MeshConfig{Rank: 0, Addrs: []string{"", w.node.Addr}, Secret: c.cfg.Secret, TLS: c.cfg.TLS,
 		Timeout: c.cfg.Timeout, ConnectTimeout: timeout, Spin: c.cfg.Spin, Build: c.cfg.Build, Logger: c.log,
 		Resolver: c.cfg.Resolver, OnRetry: retry})
 	if err != nil {
@@ -641,7 +643,7 @@ func (c *Cluster) connectAll(ctx context.Context) error {
 			return fmt.Errorf("cluster: %w", err)
 		}
 	}
-	mesh, err := dist.Connect(ctx, dist.MeshConfig{Rank: 0, Addrs: addrs[0], Secret: c.cfg.Secret, Stripes: max(c.cfg.Stripes, 1),
+	mesh, err := dist.Connect(ctx, dist.MeshConfig{Rank: 0, Addrs: addrs[0], Secret: c.cfg.Secret, TLS: c.cfg.TLS, Stripes: max(c.cfg.Stripes, 1),
 		Timeout: c.cfg.Timeout, ConnectTimeout: 2 * c.cfg.Timeout, Spin: c.cfg.Spin, Build: c.cfg.Build, Logger: c.log, Resolver: c.cfg.Resolver,
 		Shm: dist.ShmDefault()})
 	errs := make([]error, 0, len(c.workers)+1)

@@ -76,7 +76,7 @@ func Netbench(ctx context.Context, cfg Config, nb dist.NetbenchConfig) (*dist.Ne
 	}
 	// The data plane's transport, shared memory between same-host ranks
 	// included (dist.ShmDefault), so that netbench measures what steps use.
-	mesh, err := dist.Connect(ctx, dist.MeshConfig{Rank: 0, Addrs: addrs[0], Secret: cfg.Secret, Stripes: max(cfg.Stripes, 1),
+	mesh, err := dist.Connect(ctx, dist.MeshConfig{Rank: 0, Addrs: addrs[0], Secret: cfg.Secret, TLS: cfg.TLS, Stripes: max(cfg.Stripes, 1),
 		Timeout: cfg.Timeout, ConnectTimeout: 2 * cfg.Timeout, Build: cfg.Build, Logger: c.log, Shm: dist.ShmDefault()})
 	var rep *dist.NetbenchReport
 	var errs []error
@@ -117,7 +117,7 @@ func (w *Worker) netbench(ctx context.Context, m *netbenchMsg) error {
 	if timeout <= 0 || timeout > time.Hour {
 		timeout = w.cfg.Timeout
 	}
-	tr, err := dist.Connect(ctx, dist.MeshConfig{Rank: m.Rank, Addrs: m.Addrs, Listener: w.data, Secret: w.cfg.Secret,
+	tr, err := dist.Connect(ctx, dist.MeshConfig{Rank: m.Rank, Addrs: m.Addrs, Listener: w.data, Secret: w.cfg.Secret, TLS: w.cfg.TLS,
 		Stripes: max(m.Stripes, 1), Timeout: timeout, ConnectTimeout: 2 * timeout, Build: w.cfg.Build, Logger: w.log,
 		Shm: dist.ShmDefault()})
 	if err != nil {

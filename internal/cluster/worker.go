@@ -27,8 +27,11 @@ import (
 // WorkerConfig configures a worker.
 type WorkerConfig struct {
 	// Secret is the cluster's shared secret (dist.LoadSecret); nil accepts
-	// loopback coordinators and peers only.
+	// loopback coordinators and peers only (unless TLS is set).
 	Secret []byte
+	// TLS makes the control and data connections mutual TLS with the
+	// cluster's CA (dist.LoadTLS); nil is plain TCP.
+	TLS *dist.TLS
 	// Threads run the shard's kernels (0 = every core).
 	Threads int
 	// MemLimit caps the memory the worker offers for a shard, in bytes
@@ -235,7 +238,7 @@ func (w *Worker) Serve(ctx context.Context, ln net.Listener) error {
 		"threads", w.cfg.Threads, "secret", len(w.cfg.Secret) > 0, "build", w.cfg.Build)
 	for ctx.Err() == nil {
 		fctx, formed := formCtx(ctx, life)
-		tr, err := dist.Connect(fctx, dist.MeshConfig{Rank: 1, Addrs: []string{"", ""}, Listener: h, Secret: w.cfg.Secret, Resolver: w.cfg.Resolver,
+		tr, err := dist.Connect(fctx, dist.MeshConfig{Rank: 1, Addrs: []string{"", ""}, Listener: h, Secret: w.cfg.Secret, TLS: w.cfg.TLS, Resolver: w.cfg.Resolver,
 			Timeout: w.cfg.Timeout, ConnectTimeout: 24 * time.Hour, Spin: w.cfg.Spin, Build: w.cfg.Build, Logger: w.log})
 		formed()
 		if err != nil {
@@ -307,6 +310,17 @@ func (w *Worker) acceptLoop(ctx context.Context, ln net.Listener, h *handoff) {
 			defer wg.Done()
 			if _, err := cur.Ping(0); err == nil {
 				w.log.Warn("worker: refused a second coordinator", "from", c.RemoteAddr().String(), "serving", cur.Peer(0).Addr)
+				if w.cfg.TLS != nil {
+					// The newcomer reads the reason only inside TLS (and one
+					// that cannot do TLS hears that instead).
+					tc, err := dist.ServerTLS(c, w.cfg.TLS, 5*time.Second)
+					if err != nil {
+						w.log.Warn("worker: refusing a second coordinator", "from", c.RemoteAddr().String(), "err", err)
+						c.Close()
+						return
+					}
+					c = tc
+				}
 				c.SetWriteDeadline(time.Now().Add(time.Second))
 				c.Write(wire.Append(nil, wire.Header{Type: wire.TypeError}, []byte("worker busy: it serves another coordinator (one at a time)")))
 				c.Close()
@@ -766,7 +780,7 @@ func (w *Worker) connect(ctx context.Context, m *connectMsg) error {
 	if m.SpinUS != 0 {
 		spin = time.Duration(m.SpinUS) * time.Microsecond
 	}
-	tr, err := dist.Connect(ctx, dist.MeshConfig{Rank: k.rank, Addrs: m.Addrs, Listener: w.data, Secret: w.cfg.Secret, Resolver: w.cfg.Resolver,
+	tr, err := dist.Connect(ctx, dist.MeshConfig{Rank: k.rank, Addrs: m.Addrs, Listener: w.data, Secret: w.cfg.Secret, TLS: w.cfg.TLS, Resolver: w.cfg.Resolver,
 		Stripes: max(m.Stripes, 1), Timeout: timeout, ConnectTimeout: 2 * timeout, Spin: spin, Build: w.cfg.Build, Logger: w.log,
 		Shm: dist.ShmDefault()})
 	if err != nil {

@@ -111,7 +111,10 @@ func (t *TLS) verify(leaf *x509.Certificate, chain [][]byte) error {
 	if err != nil {
 		var ua x509.UnknownAuthorityError
 		if errors.As(err, &ua) {
-			return fmt.Errorf("certificate %q (issuer %q) is not signed by this cluster's CA %q", leaf.Subject.String(), leaf.Issuer.String(), t.CA.Subject.String())
+			// Two clusters' CAs may share a name: the key's fingerprint
+			// tells them apart.
+			return fmt.Errorf("certificate %q (issuer %q, key %s) is not signed by this cluster's CA %q (key %s)", leaf.Subject.String(), leaf.Issuer.String(),
+				keyID(leaf.AuthorityKeyId), t.CA.Subject.String(), keyID(t.CA.SubjectKeyId))
 		}
 		var ce x509.CertificateInvalidError
 		if errors.As(err, &ce) && ce.Reason == x509.Expired {
@@ -233,4 +236,42 @@ func clientTLS(conn net.Conn, t *TLS, timeout time.Duration) (net.Conn, error) {
 		return nil, fmt.Errorf("TLS handshake: %w", err)
 	}
 	return tc, nil
+}
+
+// EnvTLSDir is the environment variable --tls-dir defaults to.
+const EnvTLSDir = "BRAID_TLS_DIR"
+
+// LoadTLSDir is what --tls-dir means: dir, else $BRAID_TLS_DIR, else no
+// TLS (nil, nil: plain TCP).
+func LoadTLSDir(dir string) (*TLS, error) {
+	if dir == "" {
+		if v, ok := os.LookupEnv(EnvTLSDir); ok {
+			if dir = strings.TrimSpace(v); dir == "" {
+				return nil, fmt.Errorf("dist: %s is set but empty (unset it for plain TCP)", EnvTLSDir)
+			}
+		}
+	}
+	if dir == "" {
+		return nil, nil
+	}
+	return LoadTLS(dir)
+}
+
+// keyID prints a certificate's key identifier (as x509 sets it: a hash of
+// the public key) the way openssl x509 -text does, shortened.
+func keyID(id []byte) string {
+	if len(id) == 0 {
+		return "unknown"
+	}
+	if len(id) > 8 {
+		id = id[:8]
+	}
+	var b strings.Builder
+	for i, c := range id {
+		if i > 0 {
+			b.WriteByte(':')
+		}
+		fmt.Fprintf(&b, "%02X", c)
+	}
+	return b.String()
 }
