@@ -217,7 +217,19 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		Meta: modelMeta(l)}
 	if l.cl != nil {
 		sb.Ranks = l.cl
-	} else if !*noEmbed {
+	}
+	switch {
+	case *noEmbed:
+	case l.cl != nil:
+		// The split's own backend, between the scheduler's steps: the
+		// hidden states come from the last stage with its result.
+		emb, err := server.NewSchedEmbedder(sched, l.backend, l.cl.Config().Embd, l.ctx-1, mf.batch)
+		if err != nil {
+			logf("note: /v1/embeddings off: %v", err)
+		} else {
+			sb.Embed = emb
+		}
+	default:
 		emb := server.NewLocalEmbedder(l.file, mf.threads, l.ctx, mf.batch, mf.kvF32)
 		defer emb.Close()
 		sb.Embed = emb

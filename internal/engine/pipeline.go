@@ -55,7 +55,9 @@ var ErrInFlight = errors.New("engine: Forward while pipelined steps are in fligh
 // bit for bit those of the schedule that does not overlap (TestPipeline*).
 func (s *Scheduler) stepOverlapped() {
 	groups := min(s.pipe.Depth(), len(s.active))
-	for s.pipe.InFlight() < groups {
+	// Work waiting to run between steps (Exclusive) holds new launches
+	// back until the pipeline has drained.
+	for s.exclusiveNext == nil && s.pipe.InFlight() < groups {
 		idle := 0
 		for _, q := range s.active {
 			if !q.inFlight {

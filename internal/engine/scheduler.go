@@ -291,6 +291,14 @@ type Scheduler struct {
 	pipe                    Pipeline // nil: one step at a time
 	flight, groupPool       [][]*seq
 	overlapped, maxInFlight atomic.Int64
+
+	// Work run between steps (exclusive.go): requests come on exclusive
+	// (unbuffered: a send is taken by the loop or not at all); the one
+	// taken waits in exclusiveNext while a pipelined step drains; stopped
+	// is closed when the loop has ended.
+	exclusive     chan *exclusiveReq
+	exclusiveNext *exclusiveReq
+	stopped       chan struct{}
 }
 
 // Degraded is why the backend could not run the last step (a cluster rank
@@ -337,6 +345,9 @@ func NewScheduler(b Backend, cfg SchedulerConfig) (*Scheduler, error) {
 		incoming: make(chan *Stream, cfg.MaxQueue+cfg.Parallel),
 		stepSeqs: make([]atomic.Int64, cfg.Parallel+1),
 		logits:   make([]float32, cfg.Parallel*b.Vocab()),
+
+		exclusive: make(chan *exclusiveReq),
+		stopped:   make(chan struct{}),
 	}
 	if cfg.ContextShift && cfg.Spec != nil {
 		return nil, fmt.Errorf("engine: context shift with speculative decoding is not supported (the drafter's states would have to be shifted too)")
@@ -441,6 +452,8 @@ func (s *Scheduler) Start(ctx context.Context) <-chan struct{} {
 func (s *Scheduler) Run(ctx context.Context) error {
 	s.running.Store(true)
 	defer s.running.Store(false)
+	defer close(s.stopped)
+	defer s.failExclusive()
 	defer s.shutdown()
 	healer, _ := s.b.(Healer)
 	var heal *time.Timer
@@ -458,6 +471,8 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			select {
 			case st := <-s.incoming:
 				s.waiting = append(s.waiting, st)
+			case r := <-s.exclusive:
+				s.exclusiveNext = r
 			case <-ctx.Done():
 				return ctx.Err()
 			case <-tick:
@@ -474,6 +489,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		if len(s.active) > 0 {
 			s.step()
 		}
+		s.runExclusive()
 		// Cancelled and refused requests free blocks too, not only steps.
 		s.publishKV()
 	}

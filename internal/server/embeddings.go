@@ -254,7 +254,7 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 	}
 	if b.Embed == nil {
 		writeError(w, &apiError{Status: http.StatusNotImplemented, Type: "invalid_request_error", Code: "embeddings_unavailable",
-			Message: "this server does not compute embeddings: the model runs on a cluster, and embeddings need it on this node"})
+			Message: "this server does not compute embeddings (started with --no-embeddings, or its backend returns no hidden states)"})
 		return
 	}
 	if req.Dimensions != nil && *req.Dimensions != b.Embed.Dim() {

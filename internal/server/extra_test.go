@@ -423,7 +423,7 @@ func TestEmbeddings(t *testing.T) {
 func TestEmbeddingsUnavailable(t *testing.T) {
 	ts := startServer(t, opts{parallel: 1, ctx: 64})
 	code, data := ts.post(t, "/v1/embeddings", testKey, []byte(`{"model":"stories","input":"x"}`))
-	if code != 501 || !bytes.Contains(data, []byte("embeddings need it on this node")) {
+	if code != 501 || !bytes.Contains(data, []byte("does not compute embeddings")) {
 		t.Errorf("no embedder: %d %s", code, data)
 	}
 }
