@@ -36,7 +36,9 @@ func TestServeEmbeddingsCluster(t *testing.T) {
 	want := embed(single)
 	for _, mk := range []func() []string{
 		func() []string { return []string{"--workers", startWorker(t, nil), "--split", "layer"} },
-		func() []string { return []string{"--workers", startWorker(t, nil) + "," + startWorker(t, nil), "--split", "tensor"} },
+		func() []string {
+			return []string{"--workers", startWorker(t, nil) + "," + startWorker(t, nil), "--split", "tensor"}
+		},
 		func() []string {
 			return []string{"--workers", startWorker(t, nil) + "," + startWorker(t, nil), "--split", "layer", "--tensor-split", "1,2,1"}
 		},
