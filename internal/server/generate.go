@@ -641,7 +641,12 @@ func (s *Server) stream(ctx context.Context, cancel context.CancelFunc, w http.R
 		finish = "tool_calls"
 	}
 	last := chunk("", &finish)
-	last.Usage = g.usage(res)
+	if !g.j.usageChunk {
+		// llama-server's place for it. With include_usage it goes in the
+		// chunk of its own only, as OpenAI sends it: clients that add up
+		// the usage of every chunk (LangChain's) would count it twice.
+		last.Usage = g.usage(res)
+	}
 	if g.forced {
 		last.Braid = &braidInfo{ClosureForced: true}
 	}

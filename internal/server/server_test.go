@@ -272,7 +272,8 @@ func TestChatWholeAndStreamed(t *testing.T) {
 	}
 
 	// The same request streamed gives the same text (greedy), a role chunk
-	// first, usage in the final chunk and in the include_usage chunk.
+	// first, usage in the include_usage chunk only (not beside the
+	// finish_reason as well: LangChain adds every chunk's usage up).
 	sbody := strings.Replace(body, `"max_tokens"`, `"stream":true,"stream_options":{"include_usage":true},"max_tokens"`, 1)
 	resp := ts.stream(t, context.Background(), "/v1/chat/completions", sbody)
 	defer resp.Body.Close()
@@ -291,8 +292,13 @@ func TestChatWholeAndStreamed(t *testing.T) {
 		t.Errorf("include_usage chunk wrong: %+v", last)
 	}
 	fin := s.chunks[len(s.chunks)-2]
-	if fin.Usage == nil || fin.Choices[0].FinishReason == nil {
-		t.Errorf("final chunk lacks usage or finish_reason: %+v", fin)
+	if fin.Usage != nil || fin.Choices[0].FinishReason == nil {
+		t.Errorf("final chunk has usage (counted twice with the include_usage chunk) or lacks finish_reason: %+v", fin)
+	}
+	for i, c := range s.chunks[:len(s.chunks)-1] {
+		if c.Usage != nil {
+			t.Errorf("chunk %d of %d carries usage beside the include_usage chunk", i, len(s.chunks))
+		}
 	}
 
 	// Models and health.
