@@ -320,6 +320,7 @@ func loadBackend(mf *modelFlags, cf *clusterFlags, seqs int, stderr io.Writer) (
 		level = slog.LevelInfo
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	cfg.Logger.Info("cluster: between nodes: " + cfg.TLS.Describe())
 	undo := func() {}
 	if !mf.serving {
 		undo = limitProcs(mf.threads)
