@@ -155,16 +155,25 @@ const maxStops = 16
 // decodeBody reads and parses a JSON body, naming what is wrong: the size
 // limit, invalid UTF-8, malformed JSON or a field of the wrong type.
 func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) *apiError {
+	body, e := readBody(w, r, limit)
+	if e != nil {
+		return e
+	}
+	return parseJSON(body, v)
+}
+
+// readBody reads a request body of at most limit bytes.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *apiError) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		var mb *http.MaxBytesError
 		if errors.As(err, &mb) {
-			return &apiError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "request_too_large",
+			return nil, &apiError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "request_too_large",
 				Message: fmt.Sprintf("request body is over the limit of %d bytes", mb.Limit)}
 		}
-		return badRequest("", "reading the request body: %v", err)
+		return nil, badRequest("", "reading the request body: %v", err)
 	}
-	return parseJSON(body, v)
+	return body, nil
 }
 
 // parseJSON is the part of decodeBody that the fuzzer drives.

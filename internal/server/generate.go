@@ -135,6 +135,9 @@ type generation struct {
 	// forced is set when the constraint closed the reply early to fit
 	// its budget (drive).
 	forced bool
+	// callStop is set once the first call of a oneCall job is read: the
+	// reply ends there.
+	callStop bool
 }
 
 // piece is output ready to send: reasoning, then content and tool calls
@@ -177,7 +180,8 @@ func (g *generation) take(t engine.Token) (piece, bool) {
 	}
 	out, stop := g.text.add(t.ID)
 	g.offset += len(out)
-	return g.split(out), stop
+	p := g.split(out)
+	return p, stop || g.callStop
 }
 
 // split divides released text into reasoning, content and tool calls.
@@ -191,6 +195,9 @@ func (g *generation) split(text string) piece {
 
 // calls passes the content of sp through the tool-call parser.
 func (g *generation) calls(sp chat.Split, final bool) piece {
+	if g.callStop {
+		return piece{} // what follows the one call asked for is dropped
+	}
 	p := piece{reasoning: sp.Reasoning}
 	if g.j.calls == nil {
 		p.addContent(sp.Content)
@@ -199,6 +206,14 @@ func (g *generation) calls(sp chat.Split, final bool) piece {
 	p.events = g.j.calls.Add(sp.Content)
 	if final {
 		p.events = append(p.events, g.j.calls.Flush()...)
+	}
+	if g.j.oneCall {
+		for i, e := range p.events {
+			if e.Call != nil {
+				p.events, g.callStop = p.events[:i+1], true
+				break
+			}
+		}
 	}
 	return p
 }

@@ -21,7 +21,6 @@ import (
 
 	"braid/internal/chat"
 	"braid/internal/engine"
-	"braid/internal/grammar"
 	"braid/internal/sample"
 	"braid/internal/tokenizer"
 	"braid/internal/toolcall"
@@ -472,6 +471,9 @@ type job struct {
 	constraint engine.Constraint
 	// calls reads tool calls out of a chat reply; nil without tools.
 	calls *toolcall.Parser
+	// oneCall (parallel_tool_calls false) ends the reply at its first
+	// call, where no grammar already allows only one.
+	oneCall bool
 }
 
 // readRequest does what both generation endpoints check first: the method,
@@ -586,18 +588,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		j.reasoning = chat.NewReasoningParser(b.reasoning, text)
 	}
 	opened := strings.HasSuffix(strings.TrimRight(text, " \t\r\n"), "<think>")
-	var gd *grammar.Guide
-	switch {
-	case ts.forced() && spec != nil:
-		writeError(w, badRequest("response_format", "tool_choice %s and %s both constrain the output; send one", ts.choice, spec.param))
-		return
-	case ts.forced() || spec != nil && ts.active():
-		gd, e = b.toolGuide(ts, spec, opened)
-	case ts.active() && ts.strict:
-		gd, e = b.lazyGuide(ts)
-	case spec != nil:
-		gd, e = b.specGuide(spec, true, b.reasoning, opened)
-	}
+	gd, e := b.outputGuide(ts, spec, opened, "response_format")
 	if e != nil {
 		writeError(w, e)
 		return
@@ -607,6 +598,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 	if ts.active() {
 		j.calls = toolcall.NewParser(b.tools, ts.tools)
+		j.oneCall = !ts.parallel
 	}
 	j.usageChunk = req.StreamOptions != nil && req.StreamOptions.IncludeUsage
 	s.run(w, r, b, j, params, maxTok, start)
