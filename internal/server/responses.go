@@ -10,7 +10,6 @@ package server
 
 import (
 	"bytes"
-	"container/list"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,7 +17,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"braid/internal/chat"
@@ -211,93 +209,6 @@ func callIDs(msgs []chat.Message) map[string]bool {
 		}
 	}
 	return ids
-}
-
-// responseStore keeps the conversations of recent stored responses for
-// previous_response_id, the oldest forgotten first.
-type responseStore struct {
-	mu    sync.Mutex
-	max   int
-	order *list.List // of string ids, oldest first
-	items map[string]*storedResponse
-}
-
-type storedResponse struct {
-	el   *list.Element
-	msgs []chat.Message // the conversation up to and including the reply
-	resp map[string]any // the response object, for GET
-}
-
-// maxStoredResponses bounds the store.
-const maxStoredResponses = 1024
-
-func newResponseStore(n int) *responseStore {
-	return &responseStore{max: n, order: list.New(), items: map[string]*storedResponse{}}
-}
-
-func (st *responseStore) put(id string, msgs []chat.Message, resp map[string]any) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if old, ok := st.items[id]; ok {
-		st.order.Remove(old.el)
-	}
-	st.items[id] = &storedResponse{el: st.order.PushBack(id), msgs: msgs, resp: resp}
-	for st.order.Len() > st.max {
-		oldest := st.order.Front()
-		st.order.Remove(oldest)
-		delete(st.items, oldest.Value.(string))
-	}
-}
-
-func (st *responseStore) get(id string) (*storedResponse, bool) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	r, ok := st.items[id]
-	return r, ok
-}
-
-func (st *responseStore) remove(id string) bool {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	r, ok := st.items[id]
-	if ok {
-		st.order.Remove(r.el)
-		delete(st.items, id)
-	}
-	return ok
-}
-
-// extraState is the Server's state for the endpoints beyond chat and
-// text completions.
-type extraState struct {
-	once  sync.Once
-	store *responseStore
-}
-
-func (s *Server) responses() *responseStore {
-	s.extra.once.Do(func() { s.extra.store = newResponseStore(maxStoredResponses) })
-	return s.extra.store
-}
-
-func (s *Server) handleResponseByID(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	switch r.Method {
-	case http.MethodGet:
-		if sr, ok := s.responses().get(id); ok {
-			writeJSON(w, http.StatusOK, sr.resp)
-			return
-		}
-	case http.MethodDelete:
-		if s.responses().remove(id) {
-			writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "response.deleted", "deleted": true})
-			return
-		}
-	default:
-		writeError(w, methodNotAllowed(r))
-		return
-	}
-	writeError(w, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "not_found",
-		Message: fmt.Sprintf("no stored response %q (kept: the last %d responses made with store true)", id, maxStoredResponses)})
 }
 
 // toSampling maps the Responses fields onto the chat ones, so the ranges
@@ -827,16 +738,12 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 		prev, ok := s.responses().get(*req.PreviousResponseID)
 		if !ok {
 			writeError(w, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "previous_response_id", Code: "previous_response_not_found",
-				Message: fmt.Sprintf("previous_response_id %q is not stored here (kept: the last %d responses made with store true)", *req.PreviousResponseID, maxStoredResponses)})
+				Message: fmt.Sprintf("previous_response_id %q is not stored here: %s", *req.PreviousResponseID, s.responses().kept())})
 			return
 		}
-		// The previous turn's instructions are not carried over, as
-		// OpenAI's API does.
-		for _, m := range prev.msgs {
-			if m.Role != "system" && m.Role != "developer" {
-				history = append(history, m)
-			}
-		}
+		// The stored conversation is its input and output; the previous
+		// turn's instructions are not in it, as in OpenAI's API.
+		history = prev.msgs
 	}
 	msgs, e := inputMessages(req.Input, callIDs(history))
 	if e != nil {
@@ -950,8 +857,10 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 		"output_tokens": g.ntok, "output_tokens_details": map[string]int{"reasoning_tokens": reasoningTokens},
 		"total_tokens": len(ids) + g.ntok,
 	}
+	stored := (req.Store == nil || *req.Store) && s.responses().on()
 	resp := rs.object(rs.output())
-	if req.Store == nil || *req.Store {
+	resp["store"] = stored
+	if stored {
 		s.responses().put(rs.id, append(conv, rs.reply()), resp)
 	}
 	if rs.sse != nil {

@@ -53,6 +53,12 @@ type Config struct {
 	// off (501, 501 and 404), as llama-server without --metrics, with
 	// --no-slots and with --no-ui.
 	NoMetrics, NoSlots, NoWeb bool
+	// ResponsesStore is how many responses (made with store true) the
+	// Responses API keeps for previous_response_id and GET, the oldest
+	// forgotten first; 0 means DefaultResponsesStore, negative none.
+	// ResponsesTTL is how long each is kept; 0 means DefaultResponsesTTL.
+	ResponsesStore int
+	ResponsesTTL   time.Duration
 	// Started is the process's start, for /metrics' Process-Start-Time-Unix
 	// header; zero means when New ran.
 	Started time.Time
