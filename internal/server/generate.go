@@ -318,6 +318,9 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, b *Backend, j *job,
 	if j.chat {
 		g.id = newID("chatcmpl-")
 	}
+	if fi, ok := fannedOut(r.Context()); ok {
+		g.id = fi.id // one choice of a joined response
+	}
 	if j.stream {
 		s.stream(ctx, cancel, w, st, g)
 	} else {

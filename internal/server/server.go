@@ -215,7 +215,7 @@ func (s *Server) state() (*Backend, string) {
 // Handler is the HTTP API.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/v1/chat/completions", s.auth(s.handleChat))
+	mux.HandleFunc("/v1/chat/completions", s.auth(s.handleChatBatch))
 	mux.HandleFunc("/v1/completions", s.auth(s.handleCompletionBatch))
 	mux.HandleFunc("/v1/models", s.auth(s.handleModels))
 	mux.HandleFunc("/models", s.auth(s.handleModels))
