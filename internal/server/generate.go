@@ -175,6 +175,7 @@ func (g *generation) take(t engine.Token) (piece, bool) {
 		g.gaps = append(g.gaps, t.At.Sub(g.last))
 	}
 	g.last = t.At
+	g.j.slot.token(t.At)
 	if g.j.topLogprobs >= 0 {
 		g.addLogprob(t)
 	}
@@ -321,6 +322,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, b *Backend, j *job,
 	if fi, ok := fannedOut(r.Context()); ok {
 		g.id = fi.id // one choice of a joined response
 	}
+	j.slot.name(ctx, g.id)
 	if j.stream {
 		s.stream(ctx, cancel, w, st, g)
 	} else {
@@ -386,8 +388,17 @@ func (s *Server) submit(ctx context.Context, b *Backend, j *job, params sample.P
 	if j.nDiscard != nil {
 		discard = *j.nDiscard
 	}
+	// The slot is taken with the submission, so that the board's order
+	// is the scheduler's; it is given back at the generation's end, or
+	// when the request's context ends, whichever is first.
+	s.slotMu.Lock()
 	st, err := b.Sched.Submit(ctx, engine.Job{Prompt: j.prompt, MaxTokens: maxTok, Sampler: smp, TopLogprobs: j.topLogprobs,
 		IgnoreEOG: j.ignoreEOS, Constraint: j.constraint, NKeep: keep, NDiscard: discard})
+	if err == nil {
+		j.slot = s.slots.take(b.Sched.Config().Parallel, len(j.prompt), maxTok, params)
+		context.AfterFunc(ctx, j.slot.release)
+	}
+	s.slotMu.Unlock()
 	if err != nil {
 		if errors.Is(err, engine.ErrQueueFull) {
 			return nil, &apiError{Status: http.StatusTooManyRequests, Type: "rate_limit_exceeded", Code: "queue_full",
@@ -420,6 +431,7 @@ func (g *generation) drive(ctx context.Context, cancel context.CancelFunc, st *e
 				// The engine may still run a step for this sequence;
 				// cancelling frees its slot at the next one.
 				cancel()
+				g.j.slot.release()
 				return "stop", st.Result(), emit(join(s, g.flush()))
 			}
 			if done && i == len(toks)-1 {
@@ -436,6 +448,7 @@ func (g *generation) drive(ctx context.Context, cancel context.CancelFunc, st *e
 			continue
 		}
 		res := st.Result()
+		g.j.slot.release()
 		rest, stopped := g.text.flush()
 		out = join(out, join(g.split(rest), g.flush()))
 		g.offset += len(rest)

@@ -806,6 +806,7 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	rs := &responseState{id: newID("resp_"), created: start.Unix(), req: &req, tools: ts, model: s.modelName(req.Model), status: "in_progress"}
 	g.id = rs.id
+	j.slot.name(ctx, g.id)
 	if req.Stream {
 		rs.sse = newSSE(w)
 		if rs.emit("response.created", map[string]any{"response": rs.object(nil)}) != nil {

@@ -141,6 +141,11 @@ type Server struct {
 	busy atomic.Int64
 
 	extra extraState // the Responses store (responses.go)
+
+	// slots numbers the requests running for /slots (slots.go); slotMu
+	// orders submissions and their numbering alike.
+	slots  slotBoard
+	slotMu sync.Mutex
 }
 
 // New makes a server in the "loading" state.
@@ -480,6 +485,8 @@ type job struct {
 	// oneCall (parallel_tool_calls false) ends the reply at its first
 	// call, where no grammar already allows only one.
 	oneCall bool
+	// slot is the request's place on /slots, once submitted.
+	slot *slotUse
 }
 
 // readRequest does what both generation endpoints check first: the method,
