@@ -94,6 +94,9 @@ type samplingRequest struct {
 	FrequencyPenalty    *float64 `json:"frequency_penalty"`
 	RepeatPenalty       *float64 `json:"repeat_penalty"`
 	N                   *int     `json:"n"`
+	// NCmpl is llama-server's name for n; the endpoints that take n > 1
+	// read it there (completions_batch.go) when n is not given.
+	NCmpl *int `json:"n_cmpl"`
 	// IgnoreEOS (llama-server and vLLM's extension) generates through
 	// end-of-generation tokens, for benchmarks with fixed output lengths.
 	IgnoreEOS bool `json:"ignore_eos"`
@@ -239,7 +242,10 @@ func (q *samplingRequest) params(d *Defaults, randomSeed func() uint64) (sample.
 	}
 	p := d.Params
 	if q.N != nil && *q.N != 1 {
-		return p, 0, badRequest("n", "n = %d is not supported: braid returns one choice per request (n = 1)", *q.N)
+		return p, 0, badRequest("n", "n = %d is not supported here: only /v1/chat/completions and /v1/completions generate several choices", *q.N)
+	}
+	if q.NCmpl != nil && *q.NCmpl != 1 {
+		return p, 0, badRequest("n_cmpl", "n_cmpl = %d is not supported here: only /v1/chat/completions and /v1/completions generate several choices (n_cmpl as n, when n is not given)", *q.NCmpl)
 	}
 	if len(q.LogitBias) > 0 && !bytes.Equal(q.LogitBias, []byte("null")) && !bytes.Equal(bytes.TrimSpace(q.LogitBias), []byte("{}")) && !bytes.Equal(bytes.TrimSpace(q.LogitBias), []byte("[]")) {
 		return p, 0, badRequest("logit_bias", "logit_bias is not supported (ignore_eos: true bans the end-of-generation tokens)")

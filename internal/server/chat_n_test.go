@@ -135,7 +135,13 @@ func TestChatN(t *testing.T) {
 			t.Errorf("tools, choice %d: %v", i, cm)
 		}
 	}
+	// llama-server's n_cmpl is n
+	if code, v := es.call(t, "POST", "/v1/chat/completions", `{"model":"stories",`+msgs+`,"n_cmpl":3,"max_tokens":10,"temperature":1,"seed":40}`); code != 200 || strings.Join(chatChoices(t, v), "|") != strings.Join(want, "|") {
+		t.Errorf("n_cmpl 3: %d %v", code, v)
+	}
 	for _, c := range []struct{ body, param, want string }{
+		{`{"model":"stories",` + msgs + `,"n_cmpl":"x"}`, "n_cmpl", "must be an integer"},
+		{`{"model":"stories",` + msgs + `,"n":1,"n_cmpl":2}`, "n_cmpl", "n_cmpl = 2"},
 		{`{"model":"stories",` + msgs + `,"n":5}`, "n", "n = 5 is more choices than this server generates together: at most 4 (--parallel 4)"},
 		{`{"model":"stories",` + msgs + `,"n":0}`, "n", "n = 0"},
 		{`{"model":"stories",` + msgs + `,"n":2,"temperature":7}`, "temperature", "temperature = 7"},

@@ -29,10 +29,19 @@ const maxChoices = 64
 // fanOut is what handleCompletionBatch reads of a request before it
 // decides whether to fan out.
 type fanOut struct {
-	N      *int            `json:"n"`
+	N *int `json:"n"`
+	// NCmpl is llama-server's name for n, taken when n is not given.
+	NCmpl  *int            `json:"n_cmpl"`
 	Prompt json.RawMessage `json:"prompt"`
 	Seed   *int64          `json:"seed"`
 	Stream bool            `json:"stream"`
+}
+
+// alias takes n_cmpl for n when n is not given.
+func (f *fanOut) alias() {
+	if f.N == nil {
+		f.N = f.NCmpl
+	}
 }
 
 // splitPrompts returns the prompts of a list of several (strings or token
@@ -84,6 +93,7 @@ func (s *Server) handleCompletionBatch(w http.ResponseWriter, r *http.Request) {
 		s.handleCompletion(w, r)
 		return
 	}
+	f.alias()
 	prompts, e := splitPrompts(f.Prompt)
 	if e != nil {
 		writeError(w, e)
@@ -135,6 +145,7 @@ func subBodies(fields map[string]json.RawMessage, key string, p json.RawMessage,
 			m[key] = p
 		}
 		delete(m, "n")
+		delete(m, "n_cmpl")
 		if f.Seed != nil && *f.Seed != -1 {
 			m["seed"], _ = json.Marshal(*f.Seed + int64(j))
 		}
@@ -161,7 +172,9 @@ func (s *Server) handleChatBatch(w http.ResponseWriter, r *http.Request) {
 	}
 	var f fanOut
 	var fields map[string]json.RawMessage
-	if json.Unmarshal(body, &f) != nil || json.Unmarshal(body, &fields) != nil || f.N == nil || *f.N == 1 {
+	bad := json.Unmarshal(body, &f) != nil || json.Unmarshal(body, &fields) != nil
+	f.alias()
+	if bad || f.N == nil || *f.N == 1 {
 		// one choice, or fields of the wrong type: the full parser says
 		// what is wrong
 		r.Body = io.NopCloser(bytes.NewReader(body))
