@@ -861,6 +861,10 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 	stored := (req.Store == nil || *req.Store) && s.responses().on()
 	resp := rs.object(rs.output())
 	resp["store"] = stored
+	if rs.sse == nil {
+		// set before the store holds it: GETs read it from then on
+		resp["output_text"] = rs.text()
+	}
 	if stored {
 		s.responses().put(rs.id, append(conv, rs.reply()), resp)
 	}
@@ -872,7 +876,6 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 		rs.emit(name, map[string]any{"response": resp})
 		return
 	}
-	resp["output_text"] = rs.text()
 	writeJSON(w, http.StatusOK, resp)
 }
 
