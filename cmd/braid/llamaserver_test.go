@@ -263,6 +263,26 @@ func TestLlamaEndpointSwitches(t *testing.T) {
 	}
 }
 
+// TestServeResponsesStore: --responses-store 0 keeps no response and a
+// 404 says so; the default keeps them.
+func TestServeResponsesStore(t *testing.T) {
+	for _, c := range []struct {
+		args  []string
+		store bool
+	}{{nil, true}, {[]string{"--responses-store", "0"}, false}, {[]string{"--responses-store", "2", "--responses-ttl", "10m"}, true}} {
+		url, _ := llamaServe(t, nil, c.args...)
+		code, _, r := call(t, "POST", url+"/v1/responses", "", `{"input":"Hi","max_output_tokens":2}`)
+		if code != 200 || r["store"] != c.store {
+			t.Fatalf("%v: %d %v", c.args, code, r)
+		}
+		code, _, v := call(t, "GET", url+"/v1/responses/"+r["id"].(string), "", "")
+		msg, _ := dig(v, "error.message").(string)
+		if c.store && code != 200 || !c.store && (code != 404 || !strings.Contains(msg, "--responses-store 0")) {
+			t.Errorf("%v: GET %d %v", c.args, code, v)
+		}
+	}
+}
+
 // TestLlamaOnlyFlags: llama-server's flags that braid does not implement
 // are refused naming them and why; the harmless ones are accepted with a
 // note in the log; --mlock and --no-mmap become --load-mode.

@@ -175,6 +175,8 @@ func TestBadInput(t *testing.T) {
 		{[]string{"run", "-m", bad, "-p", "hi", "--load-mode", "fast"}, 2, `--load-mode "fast": want auto, mmap, read or mlock`},
 		{[]string{"bench", "-m", bad, "--load-mode", "mmaped"}, 2, `--load-mode "mmaped"`},
 		{[]string{"worker", "--listen", "127.0.0.1:0", "--load-mode", "Read"}, 2, `--load-mode "Read"`},
+		{[]string{"serve", "-m", bad, "--responses-store", "-1"}, 2, "--responses-store -1"},
+		{[]string{"serve", "-m", bad, "--responses-ttl", "0s"}, 2, "--responses-ttl 0s"},
 	}
 	for _, tc := range tests {
 		_, errOut, code := braid(t, "", tc.args...)

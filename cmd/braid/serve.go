@@ -25,7 +25,7 @@ func init() {
 }
 
 func runServe(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("serve", "-m MODEL [--listen 127.0.0.1:8080 | --host H[,H2] --port P] [--parallel 8] [-c CTX] [--api-key-file F | --api-key K] [--ssl-key-file F --ssl-cert-file F] [--alias NAME[,NAME2]] [--tags T] [--temp T --seed S -n N ...] [--context-shift [--keep N]] [--no-metrics] [--no-slots] [--no-ui] [--chat-template T | --chat-template-file F] [--workers ... | --cluster FILE] [--spec ngram|draft|mtp [--model-draft F] [--spec-n-max N] [--spec-n-min N]]", stderr)
+	fs := newFlags("serve", "-m MODEL [--listen 127.0.0.1:8080 | --host H[,H2] --port P] [--parallel 8] [-c CTX] [--api-key-file F | --api-key K] [--ssl-key-file F --ssl-cert-file F] [--alias NAME[,NAME2]] [--tags T] [--temp T --seed S -n N ...] [--context-shift [--keep N]] [--no-metrics] [--no-slots] [--no-ui] [--responses-store N] [--responses-ttl D] [--chat-template T | --chat-template-file F] [--workers ... | --cluster FILE] [--spec ngram|draft|mtp [--model-draft F] [--spec-n-max N] [--spec-n-min N]]", stderr)
 	mf := modelFlags{serving: true}
 	mf.register(fs)
 	var cf clusterFlags
@@ -45,6 +45,8 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	logFormat := fs.String("log-format", "text", "text, or json: one JSON object per line (the access log's and the rest)")
 	sslKey := fs.String("ssl-key-file", "", "serve HTTPS: the PEM private key `file` (with --ssl-cert-file)")
 	sslCert := fs.String("ssl-cert-file", "", "serve HTTPS: the PEM certificate `file`, chain included (with --ssl-key-file)")
+	respStore := fs.Int("responses-store", server.DefaultResponsesStore, "how many responses made with store true /v1/responses keeps in memory for previous_response_id and GET (the oldest forgotten first); 0 keeps none")
+	respTTL := fs.Duration("responses-ttl", server.DefaultResponsesTTL, "how long /v1/responses keeps each stored response")
 	noEmbed := fs.Bool("no-embeddings", false, "refuse /v1/embeddings (otherwise a second instance of the model, sharing its weights, computes them on demand)")
 	var sf specFlags
 	sf.register(fs, false)
@@ -97,6 +99,16 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if *parallel < 1 {
 		return usagef("--parallel %d: need at least 1", *parallel)
 	}
+	if *respStore < 0 {
+		return usagef("--responses-store %d: give a number of responses, or 0 to keep none", *respStore)
+	}
+	if *respTTL <= 0 {
+		return usagef("--responses-ttl %v: give a positive duration (e.g. 30m)", *respTTL)
+	}
+	storeN := *respStore
+	if storeN == 0 {
+		storeN = -1 // Config's "none"
+	}
 	if mf.path == "" {
 		return usagef("-m MODEL is required")
 	}
@@ -143,7 +155,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}
 	srv := server.New(server.Config{Model: name, Aliases: aliases, APIKeys: keys, MaxBodyBytes: *maxBody, Logf: logf,
 		ModelPath: mf.path, AccessLog: slog.access, Tags: splitList(lf.tags), Defaults: defaults,
-		NoMetrics: !lf.metrics, NoSlots: !lf.slots, NoWeb: !lf.ui})
+		NoMetrics: !lf.metrics, NoSlots: !lf.slots, NoWeb: !lf.ui, ResponsesStore: storeN, ResponsesTTL: *respTTL})
 
 	tlsCfg, err := serveTLS(*sslKey, *sslCert)
 	if err != nil {

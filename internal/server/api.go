@@ -94,6 +94,9 @@ type samplingRequest struct {
 	FrequencyPenalty    *float64 `json:"frequency_penalty"`
 	RepeatPenalty       *float64 `json:"repeat_penalty"`
 	N                   *int     `json:"n"`
+	// NCmpl is llama-server's name for n; the endpoints that take n > 1
+	// read it there (completions_batch.go) when n is not given.
+	NCmpl *int `json:"n_cmpl"`
 	// IgnoreEOS (llama-server and vLLM's extension) generates through
 	// end-of-generation tokens, for benchmarks with fixed output lengths.
 	IgnoreEOS bool `json:"ignore_eos"`
@@ -155,16 +158,25 @@ const maxStops = 16
 // decodeBody reads and parses a JSON body, naming what is wrong: the size
 // limit, invalid UTF-8, malformed JSON or a field of the wrong type.
 func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) *apiError {
+	body, e := readBody(w, r, limit)
+	if e != nil {
+		return e
+	}
+	return parseJSON(body, v)
+}
+
+// readBody reads a request body of at most limit bytes.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *apiError) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		var mb *http.MaxBytesError
 		if errors.As(err, &mb) {
-			return &apiError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "request_too_large",
+			return nil, &apiError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "request_too_large",
 				Message: fmt.Sprintf("request body is over the limit of %d bytes", mb.Limit)}
 		}
-		return badRequest("", "reading the request body: %v", err)
+		return nil, badRequest("", "reading the request body: %v", err)
 	}
-	return parseJSON(body, v)
+	return body, nil
 }
 
 // parseJSON is the part of decodeBody that the fuzzer drives.
@@ -230,7 +242,10 @@ func (q *samplingRequest) params(d *Defaults, randomSeed func() uint64) (sample.
 	}
 	p := d.Params
 	if q.N != nil && *q.N != 1 {
-		return p, 0, badRequest("n", "n = %d is not supported: braid returns one choice per request (n = 1)", *q.N)
+		return p, 0, badRequest("n", "n = %d is not supported here: only /v1/chat/completions and /v1/completions generate several choices", *q.N)
+	}
+	if q.NCmpl != nil && *q.NCmpl != 1 {
+		return p, 0, badRequest("n_cmpl", "n_cmpl = %d is not supported here: only /v1/chat/completions and /v1/completions generate several choices (n_cmpl as n, when n is not given)", *q.NCmpl)
 	}
 	if len(q.LogitBias) > 0 && !bytes.Equal(q.LogitBias, []byte("null")) && !bytes.Equal(bytes.TrimSpace(q.LogitBias), []byte("{}")) && !bytes.Equal(bytes.TrimSpace(q.LogitBias), []byte("[]")) {
 		return p, 0, badRequest("logit_bias", "logit_bias is not supported (ignore_eos: true bans the end-of-generation tokens)")

@@ -1,22 +1,24 @@
 package server
 
-// n > 1 and a list of prompts in /v1/completions: the request fans out into
-// one single-prompt, single-choice request per prompt and choice, run
-// together (the scheduler batches them), and their answers are joined into
-// one response whose choices are numbered prompt by prompt, as OpenAI's are:
-// choice i*n+j is prompt i's j-th. Streamed, the chunks of all of them are
-// passed on as they come, each with its choice index.
+// n > 1 and a list of prompts in /v1/completions, n > 1 in
+// /v1/chat/completions: the request fans out into one single-prompt,
+// single-choice request per prompt and choice, run together (the scheduler
+// batches them), and their answers are joined into one response whose
+// choices are numbered prompt by prompt, as OpenAI's are: choice i*n+j is
+// prompt i's j-th. Streamed, the chunks of all of them are passed on as
+// they come, each with its choice index. Every part carries the joined
+// response's id (fanOutInfo), which /slots shows too.
 
 import (
 	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -27,10 +29,19 @@ const maxChoices = 64
 // fanOut is what handleCompletionBatch reads of a request before it
 // decides whether to fan out.
 type fanOut struct {
-	N      *int            `json:"n"`
+	N *int `json:"n"`
+	// NCmpl is llama-server's name for n, taken when n is not given.
+	NCmpl  *int            `json:"n_cmpl"`
 	Prompt json.RawMessage `json:"prompt"`
 	Seed   *int64          `json:"seed"`
 	Stream bool            `json:"stream"`
+}
+
+// alias takes n_cmpl for n when n is not given.
+func (f *fanOut) alias() {
+	if f.N == nil {
+		f.N = f.NCmpl
+	}
 }
 
 // splitPrompts returns the prompts of a list of several (strings or token
@@ -68,15 +79,9 @@ func (s *Server) handleCompletionBatch(w http.ResponseWriter, r *http.Request) {
 		s.handleCompletion(w, r)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
-	if err != nil {
-		var mb *http.MaxBytesError
-		if errors.As(err, &mb) {
-			writeError(w, &apiError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "request_too_large",
-				Message: fmt.Sprintf("request body is over the limit of %d bytes", mb.Limit)})
-			return
-		}
-		writeError(w, badRequest("", "reading the request body: %v", err))
+	body, e := readBody(w, r, s.cfg.MaxBodyBytes)
+	if e != nil {
+		writeError(w, e)
 		return
 	}
 	var f fanOut
@@ -88,6 +93,7 @@ func (s *Server) handleCompletionBatch(w http.ResponseWriter, r *http.Request) {
 		s.handleCompletion(w, r)
 		return
 	}
+	f.alias()
 	prompts, e := splitPrompts(f.Prompt)
 	if e != nil {
 		writeError(w, e)
@@ -113,54 +119,187 @@ func (s *Server) handleCompletionBatch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("n", "%d prompts x n = %d is %d choices; at most %d in one request", len(prompts), n, len(prompts)*n, maxChoices))
 		return
 	}
-	// One body per choice: its prompt, n 1, and a seed of its own when one
-	// was given (choices of a seeded request differ and repeat).
-	subs := make([][]byte, 0, len(prompts)*n)
+	var subs [][]byte
 	for _, p := range prompts {
-		for j := 0; j < n; j++ {
-			m := make(map[string]json.RawMessage, len(fields)+1)
-			for k, v := range fields {
-				m[k] = v
-			}
-			m["prompt"] = p
-			delete(m, "n")
-			if f.Seed != nil {
-				m["seed"], _ = json.Marshal(*f.Seed + int64(j))
-			}
-			if f.Stream {
-				m["stream_options"] = json.RawMessage(`{"include_usage":false}`)
-			}
-			b, _ := json.Marshal(m)
-			subs = append(subs, b)
-		}
+		subs = append(subs, subBodies(fields, "prompt", p, n, f)...)
 	}
+	fo := fanOutRun{handler: s.handleCompletion, object: "text_completion", id: newID("cmpl-"), n: n}
 	if f.Stream {
-		s.fanOutStream(w, r, subs, n)
+		s.fanOutStream(w, r, subs, fo)
 		return
 	}
-	s.fanOutWhole(w, r, subs, n)
+	s.fanOutWhole(w, r, subs, fo)
 }
 
-// subRequest is r with another body.
-func subRequest(ctx context.Context, r *http.Request, body []byte) *http.Request {
-	sr := r.Clone(ctx)
+// subBodies are the n bodies of one prompt's choices: the request's fields
+// with key set to p (unless p is nil), no n, and a seed of its own when one
+// was given (choices of a seeded request differ and repeat).
+func subBodies(fields map[string]json.RawMessage, key string, p json.RawMessage, n int, f fanOut) [][]byte {
+	subs := make([][]byte, 0, n)
+	for j := 0; j < n; j++ {
+		m := make(map[string]json.RawMessage, len(fields)+1)
+		for k, v := range fields {
+			m[k] = v
+		}
+		if p != nil {
+			m[key] = p
+		}
+		delete(m, "n")
+		delete(m, "n_cmpl")
+		if f.Seed != nil && *f.Seed != -1 {
+			m["seed"], _ = json.Marshal(*f.Seed + int64(j))
+		}
+		if f.Stream {
+			m["stream_options"] = json.RawMessage(`{"include_usage":false}`)
+		}
+		b, _ := json.Marshal(m)
+		subs = append(subs, b)
+	}
+	return subs
+}
+
+// handleChatBatch is /v1/chat/completions: a request with n > 1 fans out
+// into n choices run together; the others go to handleChat as they are.
+func (s *Server) handleChatBatch(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		s.handleChat(w, r)
+		return
+	}
+	body, e := readBody(w, r, s.cfg.MaxBodyBytes)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	var f fanOut
+	var fields map[string]json.RawMessage
+	bad := json.Unmarshal(body, &f) != nil || json.Unmarshal(body, &fields) != nil
+	f.alias()
+	if bad || f.N == nil || *f.N == 1 {
+		// one choice, or fields of the wrong type: the full parser says
+		// what is wrong
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		s.handleChat(w, r)
+		return
+	}
+	n := *f.N
+	if n < 1 {
+		writeError(w, badRequest("n", "n = %d: need at least 1", n))
+		return
+	}
+	b, why := s.state()
+	if why != "" {
+		writeError(w, unavailable(why))
+		return
+	}
+	// More choices than slots would run one after another; a client
+	// asking for them together is told the bound instead.
+	if p := b.Sched.Config().Parallel; n > p || n > maxChoices {
+		writeError(w, badRequest("n", "n = %d is more choices than this server generates together: at most %d (--parallel %d)", n, min(p, maxChoices), p))
+		return
+	}
+	fo := fanOutRun{handler: s.handleChat, object: "chat.completion.chunk", id: newID("chatcmpl-"), n: n}
+	subs := subBodies(fields, "", nil, n, f)
+	if f.Stream {
+		s.fanOutStream(w, r, subs, fo)
+		return
+	}
+	s.fanOutWhole(w, r, subs, fo)
+}
+
+// fanOutRun is how one request's parts are run and joined: the handler of
+// one part, the object of a streamed chunk, the joined response's id, and
+// n, the choices per prompt (whose prompt is counted once).
+type fanOutRun struct {
+	handler http.HandlerFunc
+	object  string
+	id      string
+	n       int
+}
+
+// fanOutInfo travels in a part's context: the joined response's id and the
+// part's choice index.
+type fanOutInfo struct {
+	id     string
+	choice int
+}
+
+type fanOutKey struct{}
+
+// fannedOut returns the fanOutInfo of a part's request.
+func fannedOut(ctx context.Context) (fanOutInfo, bool) {
+	fi, ok := ctx.Value(fanOutKey{}).(fanOutInfo)
+	return fi, ok
+}
+
+// part is one choice of a joined response, as a sub-handler wrote it:
+// the fields are kept as they came, so that nothing is lost in the join.
+type part struct {
+	fields  map[string]json.RawMessage
+	choices []map[string]json.RawMessage
+	usage   *usage
+}
+
+// readPart reads one answer or chunk; ok is false for what is not one
+// (an error body).
+func readPart(data []byte) (part, bool) {
+	var p part
+	if json.Unmarshal(data, &p.fields) != nil {
+		return p, false
+	}
+	raw, ok := p.fields["choices"]
+	if !ok || json.Unmarshal(raw, &p.choices) != nil {
+		return p, false
+	}
+	if u, ok := p.fields["usage"]; ok && !isNull(u) {
+		p.usage = &usage{}
+		if json.Unmarshal(u, p.usage) != nil {
+			return p, false
+		}
+	}
+	return p, true
+}
+
+// add counts a part's usage in total: the prompt once per prompt (its
+// first choice), as OpenAI counts it, the completions of every choice.
+func (fo fanOutRun) add(total *usage, i int, u *usage) {
+	if u == nil {
+		return
+	}
+	if i%fo.n == 0 {
+		total.PromptTokens += u.PromptTokens
+		total.PromptTokensDetails.CachedTokens += u.PromptTokensDetails.CachedTokens
+	}
+	total.CompletionTokens += u.CompletionTokens
+}
+
+func rawJSON(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// subRequest is r with another body, for choice i of the joined
+// response id.
+func subRequest(ctx context.Context, r *http.Request, body []byte, id string, i int) *http.Request {
+	sr := r.Clone(context.WithValue(ctx, fanOutKey{}, fanOutInfo{id: id, choice: i}))
 	sr.Body = io.NopCloser(bytes.NewReader(body))
 	sr.ContentLength = int64(len(body))
 	return sr
 }
 
-func (s *Server) fanOutWhole(w http.ResponseWriter, r *http.Request, subs [][]byte, n int) {
+func (s *Server) fanOutWhole(w http.ResponseWriter, r *http.Request, subs [][]byte, fo fanOutRun) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	recs := make([]*httptest.ResponseRecorder, len(subs))
 	var wg sync.WaitGroup
 	for i, b := range subs {
 		recs[i] = httptest.NewRecorder()
-		wg.Go(func() { s.handleCompletion(recs[i], subRequest(ctx, r, b)) })
+		wg.Go(func() { fo.handler(recs[i], subRequest(ctx, r, b, fo.id, i)) })
 	}
 	wg.Wait()
-	var out response
+	var out map[string]json.RawMessage
+	var choices []json.RawMessage
 	var total usage
+	forced := false
 	for i, rec := range recs {
 		if rec.Code != http.StatusOK {
 			// the first failure answers for the request
@@ -171,26 +310,28 @@ func (s *Server) fanOutWhole(w http.ResponseWriter, r *http.Request, subs [][]by
 			w.Write(rec.Body.Bytes())
 			return
 		}
-		var one response
-		if err := json.Unmarshal(rec.Body.Bytes(), &one); err != nil || len(one.Choices) != 1 || one.Usage == nil {
+		p, ok := readPart(rec.Body.Bytes())
+		if !ok || len(p.choices) != 1 || p.usage == nil {
 			writeError(w, &apiError{Status: http.StatusInternalServerError, Type: "server_error", Message: fmt.Sprintf("choice %d: unreadable answer", i)})
 			return
 		}
 		if i == 0 {
-			out = one
-			out.Choices = nil
+			out = p.fields
 		}
-		c := one.Choices[0]
-		c.Index = i
-		out.Choices = append(out.Choices, c)
-		if i%n == 0 { // the prompt once, as OpenAI counts it
-			total.PromptTokens += one.Usage.PromptTokens
-			total.PromptTokensDetails.CachedTokens += one.Usage.PromptTokensDetails.CachedTokens
-		}
-		total.CompletionTokens += one.Usage.CompletionTokens
+		c := p.choices[0]
+		c["index"] = json.RawMessage(strconv.Itoa(i))
+		choices = append(choices, rawJSON(c))
+		fo.add(&total, i, p.usage)
+		forced = forced || rec.Header().Get(closureHeader) == "true"
 	}
 	total.TotalTokens = total.PromptTokens + total.CompletionTokens
-	out.Usage = &total
+	out["id"], out["choices"], out["usage"] = rawJSON(fo.id), rawJSON(choices), rawJSON(total)
+	delete(out, "braid")
+	if forced {
+		// some choice was closed early to fit its budget
+		out["braid"] = rawJSON(braidInfo{ClosureForced: true})
+		w.Header().Set(closureHeader, "true")
+	}
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -238,7 +379,7 @@ func (t *streamTap) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (s *Server) fanOutStream(w http.ResponseWriter, r *http.Request, subs [][]byte, n int) {
+func (s *Server) fanOutStream(w http.ResponseWriter, r *http.Request, subs [][]byte, fo fanOutRun) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	type event struct {
@@ -255,15 +396,13 @@ func (s *Server) fanOutStream(w http.ResponseWriter, r *http.Request, subs [][]b
 			case <-ctx.Done():
 			}
 		}}
-		wg.Go(func() { s.handleCompletion(taps[i], subRequest(ctx, r, b)) })
+		wg.Go(func() { fo.handler(taps[i], subRequest(ctx, r, b, fo.id, i)) })
 	}
 	go func() { wg.Wait(); close(events) }()
 	var sse *sseWriter
-	id := newID("cmpl-")
 	var total usage
 	var failed bool
-	var created int64
-	var model string
+	var created, model json.RawMessage
 	for ev := range events {
 		if failed {
 			continue
@@ -271,32 +410,26 @@ func (s *Server) fanOutStream(w http.ResponseWriter, r *http.Request, subs [][]b
 		if bytes.Equal(ev.data, []byte("[DONE]")) {
 			continue
 		}
-		var c response
-		if err := json.Unmarshal(ev.data, &c); err != nil || len(c.Choices) == 0 {
+		if sse == nil {
+			sse = newSSE(w)
+		}
+		p, ok := readPart(ev.data)
+		if !ok || len(p.choices) == 0 {
 			// an error event: pass it on and end the stream
-			if sse == nil {
-				sse = newSSE(w)
-			}
 			w.Write(append(append([]byte("data: "), ev.data...), "\n\n"...))
 			failed = true
 			cancel()
 			continue
 		}
-		if sse == nil {
-			sse = newSSE(w)
+		fo.add(&total, ev.i, p.usage)
+		delete(p.fields, "usage")
+		for _, c := range p.choices {
+			c["index"] = json.RawMessage(strconv.Itoa(ev.i))
 		}
-		if c.Usage != nil {
-			if ev.i%n == 0 {
-				total.PromptTokens += c.Usage.PromptTokens
-				total.PromptTokensDetails.CachedTokens += c.Usage.PromptTokensDetails.CachedTokens
-			}
-			total.CompletionTokens += c.Usage.CompletionTokens
-			c.Usage = nil
-		}
-		c.ID = id
-		c.Choices[0].Index = ev.i
-		created, model = c.Created, c.Model
-		if sse.send("", c) != nil {
+		p.fields["choices"] = rawJSON(p.choices)
+		p.fields["id"] = rawJSON(fo.id)
+		created, model = p.fields["created"], p.fields["model"]
+		if sse.send("", p.fields) != nil {
 			failed = true
 			cancel()
 		}
@@ -331,7 +464,7 @@ func (s *Server) fanOutStream(w http.ResponseWriter, r *http.Request, subs [][]b
 	// braid's streams carry the usage in their last chunk; joined, it goes
 	// in a chunk of its own, as with stream_options.include_usage
 	total.TotalTokens = total.PromptTokens + total.CompletionTokens
-	sse.send("", response{ID: id, Object: "text_completion", Created: created, Model: model, SystemFingerprint: "braid", Choices: []choice{}, Usage: &total})
+	sse.send("", map[string]any{"id": fo.id, "object": fo.object, "created": created, "model": model, "system_fingerprint": "braid", "choices": []any{}, "usage": total})
 	w.Write([]byte("data: [DONE]\n\n"))
 	if sse.f != nil {
 		sse.f.Flush()

@@ -23,7 +23,11 @@ func FuzzExtraRequests(f *testing.F) {
 		`{"model":"m","input":"x","text":{"format":{"type":"json_schema","name":"n","schema":{"type":"object"}}},"reasoning":{"effort":"low"}}`,
 		`{"model":"m","input":"x","text":{"format":{"type":"json_schema"}},"truncation":"auto","tools":[{}],"background":true}`,
 		`{"model":"m","input":"x","max_output_tokens":0,"temperature":9,"previous_response_id":"resp_x"}`,
-		`{"model":"m","prompt":["a",[1,2]],"n":3,"seed":4,"stream":true}`, `{"prompt":[[1],{"a":1}]}`,
+		`{"model":"m","prompt":["a",[1,2]],"n":3,"seed":4,"stream":true}`,
+		`{"model":"m","input":[{"role":"user","content":"t?"},{"type":"function_call","call_id":"c1","name":"f","arguments":"{\"a\":1}"},{"type":"function_call_output","call_id":"c1","output":"3"},{"type":"function_call_output","call_id":"call_known","output":[{"type":"input_text","text":"x"}]}]}`,
+		`{"model":"m","input":[{"type":"function_call","call_id":"c1","name":"f","arguments":"{oops"},{"type":"function_call_output","call_id":"zz","output":null}]}`,
+		`{"model":"m","input":"x","tools":[{"type":"function","name":"f","parameters":{"type":"object"},"strict":false},{"type":"web_search"}],"tool_choice":{"type":"function","name":"f"},"parallel_tool_calls":false}`,
+		`{"model":"m","input":"x","tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"required","include":["reasoning.encrypted_content"],"conversation":"c"}`, `{"prompt":[[1],{"a":1}]}`,
 		`[]`, `null`, "{\"input\":\"\xff\"}", `{"input":[{"role":"user","content":5}]}`,
 	} {
 		f.Add([]byte(s))
@@ -87,7 +91,16 @@ func FuzzExtraRequests(f *testing.F) {
 				_, e = sr.outputConstraint()
 				check(t, "responses format", e)
 			}
-			msgs, e := inputMessages(rr.Input)
+			_, e = rr.toolSetup()
+			check(t, "responses tools", e)
+			if e != nil && e.Param == "" {
+				t.Fatalf("responses tools error names no field: %s", e.Message)
+			}
+			var fields map[string]json.RawMessage
+			if json.Unmarshal(body, &fields) == nil {
+				check(t, "responses fields", refuseUnsupported(fields))
+			}
+			msgs, e := inputMessages(rr.Input, map[string]bool{"call_known": true})
 			check(t, "responses input", e)
 			if e == nil && len(msgs) == 0 && string(rr.Input) != "" {
 				// only reasoning items: nothing to answer

@@ -487,11 +487,30 @@ func checkResponseEvents(t *testing.T, evs []responseEvent) (final map[string]an
 		}
 	}
 	open := map[float64]string{} // output index -> item type
+	args := map[float64]string{} // a function call's arguments from its deltas
+	next := 0.0                  // the output index the next item takes
 	for _, e := range evs {
 		switch e.name {
 		case "response.output_item.added":
 			item := e.data["item"].(map[string]any)
+			if e.data["output_index"] != next {
+				t.Errorf("item %v added at output_index %v, want %v", item["type"], e.data["output_index"], next)
+			}
+			next++
+			if len(open) != 0 {
+				t.Errorf("item %v added while %v is open", item["type"], open)
+			}
 			open[e.data["output_index"].(float64)] = item["type"].(string)
+		case "response.function_call_arguments.delta":
+			i := e.data["output_index"].(float64)
+			if open[i] != "function_call" {
+				t.Errorf("arguments delta for output %v, which is %q", i, open[i])
+			}
+			args[i] += e.data["delta"].(string)
+		case "response.function_call_arguments.done":
+			if i := e.data["output_index"].(float64); e.data["arguments"] != args[i] {
+				t.Errorf("function_call_arguments.done %q, deltas %q", e.data["arguments"], args[i])
+			}
 		case "response.output_text.delta":
 			if open[e.data["output_index"].(float64)] != "message" {
 				t.Errorf("text delta for output %v, which is %q", e.data["output_index"], open[e.data["output_index"].(float64)])
@@ -511,7 +530,11 @@ func checkResponseEvents(t *testing.T, evs []responseEvent) (final map[string]an
 				t.Errorf("reasoning_text.done %q, deltas %q", e.data["text"], reasoning)
 			}
 		case "response.output_item.done":
-			delete(open, e.data["output_index"].(float64))
+			i := e.data["output_index"].(float64)
+			if item := e.data["item"].(map[string]any); item["type"] == "function_call" && (item["arguments"] != args[i] || item["status"] != "completed") {
+				t.Errorf("function call done as %v, deltas %q", item, args[i])
+			}
+			delete(open, i)
 		}
 	}
 	if len(open) != 0 {
@@ -609,11 +632,13 @@ func TestResponses(t *testing.T) {
 		{`{"model":"stories"}`, "input", "input is required"},
 		{`{"model":"stories","input":[]}`, "input", "empty list"},
 		{`{"model":"stories","input":[{"role":"robot","content":"x"}]}`, "input[0].role", `"robot"`},
-		{`{"model":"stories","input":[{"type":"function_call_output","call_id":"a","output":"x"}]}`, "input[0].type", "function_call_output"},
+		{`{"model":"stories","input":[{"type":"function_call_output","call_id":"a","output":"x"}]}`, "input[0].call_id", `"a" answers no function_call`},
+		{`{"model":"stories","input":[{"type":"item_reference","id":"x"}]}`, "input[0].type", `"item_reference" is not supported`},
 		{`{"model":"stories","input":[{"role":"user","content":[{"type":"input_image","image_url":"x"}]}]}`, "input[0].content", "input_image"},
 		{`{"model":"stories","input":"x","max_output_tokens":0}`, "max_output_tokens", "max_output_tokens = 0"},
 		{`{"model":"stories","input":"x","temperature":3}`, "temperature", "temperature = 3 is out of range"},
-		{`{"model":"stories","input":"x","tools":[{"type":"function","name":"f"}]}`, "tools", "tools are not supported"},
+		{`{"model":"stories","input":"x","background":true}`, "background", "background: true is not supported"},
+		{`{"model":"stories","input":"x","truncation":"auto"}`, "truncation", `"auto" is not supported`},
 		{`{"model":"stories","input":"x","text":{"format":{"type":"yaml"}}}`, "text.format.type", `"yaml"`},
 		{`{"model":"stories","input":"x","reasoning":{"effort":"extreme"}}`, "reasoning.effort", "extreme"},
 		{`{"model":"stories","input":"` + strings.Repeat("Once upon a time ", 80) + `"}`, "input", "the context holds 256"},

@@ -135,6 +135,9 @@ type generation struct {
 	// forced is set when the constraint closed the reply early to fit
 	// its budget (drive).
 	forced bool
+	// callStop is set once the first call of a oneCall job is read: the
+	// reply ends there.
+	callStop bool
 }
 
 // piece is output ready to send: reasoning, then content and tool calls
@@ -172,12 +175,14 @@ func (g *generation) take(t engine.Token) (piece, bool) {
 		g.gaps = append(g.gaps, t.At.Sub(g.last))
 	}
 	g.last = t.At
+	g.j.slot.token(t.At)
 	if g.j.topLogprobs >= 0 {
 		g.addLogprob(t)
 	}
 	out, stop := g.text.add(t.ID)
 	g.offset += len(out)
-	return g.split(out), stop
+	p := g.split(out)
+	return p, stop || g.callStop
 }
 
 // split divides released text into reasoning, content and tool calls.
@@ -191,6 +196,9 @@ func (g *generation) split(text string) piece {
 
 // calls passes the content of sp through the tool-call parser.
 func (g *generation) calls(sp chat.Split, final bool) piece {
+	if g.callStop {
+		return piece{} // what follows the one call asked for is dropped
+	}
 	p := piece{reasoning: sp.Reasoning}
 	if g.j.calls == nil {
 		p.addContent(sp.Content)
@@ -199,6 +207,14 @@ func (g *generation) calls(sp chat.Split, final bool) piece {
 	p.events = g.j.calls.Add(sp.Content)
 	if final {
 		p.events = append(p.events, g.j.calls.Flush()...)
+	}
+	if g.j.oneCall {
+		for i, e := range p.events {
+			if e.Call != nil {
+				p.events, g.callStop = p.events[:i+1], true
+				break
+			}
+		}
 	}
 	return p
 }
@@ -303,6 +319,10 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, b *Backend, j *job,
 	if j.chat {
 		g.id = newID("chatcmpl-")
 	}
+	if fi, ok := fannedOut(r.Context()); ok {
+		g.id = fi.id // one choice of a joined response
+	}
+	j.slot.name(ctx, g.id)
 	if j.stream {
 		s.stream(ctx, cancel, w, st, g)
 	} else {
@@ -368,8 +388,17 @@ func (s *Server) submit(ctx context.Context, b *Backend, j *job, params sample.P
 	if j.nDiscard != nil {
 		discard = *j.nDiscard
 	}
+	// The slot is taken with the submission, so that the board's order
+	// is the scheduler's; it is given back at the generation's end, or
+	// when the request's context ends, whichever is first.
+	s.slotMu.Lock()
 	st, err := b.Sched.Submit(ctx, engine.Job{Prompt: j.prompt, MaxTokens: maxTok, Sampler: smp, TopLogprobs: j.topLogprobs,
 		IgnoreEOG: j.ignoreEOS, Constraint: j.constraint, NKeep: keep, NDiscard: discard})
+	if err == nil {
+		j.slot = s.slots.take(b.Sched.Config().Parallel, len(j.prompt), maxTok, params)
+		context.AfterFunc(ctx, j.slot.release)
+	}
+	s.slotMu.Unlock()
 	if err != nil {
 		if errors.Is(err, engine.ErrQueueFull) {
 			return nil, &apiError{Status: http.StatusTooManyRequests, Type: "rate_limit_exceeded", Code: "queue_full",
@@ -402,6 +431,7 @@ func (g *generation) drive(ctx context.Context, cancel context.CancelFunc, st *e
 				// The engine may still run a step for this sequence;
 				// cancelling frees its slot at the next one.
 				cancel()
+				g.j.slot.release()
 				return "stop", st.Result(), emit(join(s, g.flush()))
 			}
 			if done && i == len(toks)-1 {
@@ -418,6 +448,7 @@ func (g *generation) drive(ctx context.Context, cancel context.CancelFunc, st *e
 			continue
 		}
 		res := st.Result()
+		g.j.slot.release()
 		rest, stopped := g.text.flush()
 		out = join(out, join(g.split(rest), g.flush()))
 		g.offset += len(rest)

@@ -226,8 +226,10 @@ func (s *Server) handleProps(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// handleSlots lists the scheduler's slots: which are decoding now. Which
-// request holds which slot is the scheduler's and not shown.
+// handleSlots lists the slots (slots.go): for a busy one its request's
+// id, prompt tokens, tokens generated so far and their speed, and the
+// request's sampling settings; an idle one says so. ?fail_on_no_slot=1
+// answers 503 when none is idle, as llama-server's.
 func (s *Server) handleSlots(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
 		writeError(w, methodNotAllowed(r))
@@ -241,11 +243,41 @@ func (s *Server) handleSlots(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	cfg, c := b.Sched.Config(), b.Sched.Counters()
+	cfg := b.Sched.Config()
+	busy := s.slots.busy(cfg.Parallel)
 	slots := make([]map[string]any, cfg.Parallel)
-	for i := range slots {
-		slots[i] = map[string]any{"id": i, "n_ctx": cfg.Context, "is_processing": i < c.Busy, "speculative": false,
-			"params": s.paramsJSON(b, s.cfg.Defaults.Params)}
+	idle := 0
+	for i, st := range busy {
+		m := map[string]any{"id": i, "n_ctx": cfg.Context, "speculative": false, "is_processing": st != nil}
+		if st == nil {
+			idle++
+			m["state"] = "idle"
+			m["params"] = s.paramsJSON(b, s.cfg.Defaults.Params)
+			slots[i] = m
+			continue
+		}
+		m["state"] = "prompt" // evaluating the prompt, or waiting for room in the KV cache
+		if st.gen > 0 {
+			m["state"] = "generating"
+		}
+		m["request_id"] = st.id
+		if st.choice >= 0 {
+			m["choice"] = st.choice
+		}
+		m["n_prompt_tokens"] = st.prompt
+		m["n_decoded"] = st.gen
+		m["tokens_per_second"] = st.speed
+		m["elapsed_ms"] = st.age.Milliseconds()
+		p := s.paramsJSON(b, st.params)
+		p["n_predict"], p["max_tokens"] = st.remain+st.gen, st.remain+st.gen // the request's limit
+		m["params"] = p
+		m["next_token"] = []map[string]any{{"has_next_token": true, "n_remain": st.remain, "n_decoded": st.gen}}
+		slots[i] = m
+	}
+	if r.URL.Query().Get("fail_on_no_slot") == "1" && idle == 0 {
+		writeError(w, &apiError{Status: http.StatusServiceUnavailable, Type: "unavailable_error", Code: "no_slot_available",
+			Message: fmt.Sprintf("no slot available: all %d are busy", cfg.Parallel)})
+		return
 	}
 	writeJSON(w, http.StatusOK, slots)
 }
@@ -274,6 +306,7 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, b *Backend, j *jo
 		return nil, nil, nil, nil, false
 	}
 	g := &generation{s: s, b: b, j: j, text: newTextStream(b.Tok, j.stops, j.render), start: start, id: newID("cmpl-")}
+	j.slot.name(ctx, g.id)
 	return st, ctx, cancel, g, true
 }
 
@@ -568,6 +601,7 @@ func (g *generation) driveTokens(ctx context.Context, cancel context.CancelFunc,
 			p, stopped := g.take(t)
 			if stopped {
 				cancel()
+				g.j.slot.release()
 				return "stop", st.Result(), emit(splitOf(join(p, g.flush())))
 			}
 			if done && i == len(toks)-1 {
@@ -584,6 +618,7 @@ func (g *generation) driveTokens(ctx context.Context, cancel context.CancelFunc,
 			continue
 		}
 		res := st.Result()
+		g.j.slot.release()
 		rest, stopped := g.text.flush()
 		out = join(out, join(g.split(rest), g.flush()))
 		g.offset += len(rest)

@@ -21,7 +21,6 @@ import (
 
 	"braid/internal/chat"
 	"braid/internal/engine"
-	"braid/internal/grammar"
 	"braid/internal/sample"
 	"braid/internal/tokenizer"
 	"braid/internal/toolcall"
@@ -54,6 +53,12 @@ type Config struct {
 	// off (501, 501 and 404), as llama-server without --metrics, with
 	// --no-slots and with --no-ui.
 	NoMetrics, NoSlots, NoWeb bool
+	// ResponsesStore is how many responses (made with store true) the
+	// Responses API keeps for previous_response_id and GET, the oldest
+	// forgotten first; 0 means DefaultResponsesStore, negative none.
+	// ResponsesTTL is how long each is kept; 0 means DefaultResponsesTTL.
+	ResponsesStore int
+	ResponsesTTL   time.Duration
 	// Started is the process's start, for /metrics' Process-Start-Time-Unix
 	// header; zero means when New ran.
 	Started time.Time
@@ -136,6 +141,11 @@ type Server struct {
 	busy atomic.Int64
 
 	extra extraState // the Responses store (responses.go)
+
+	// slots numbers the requests running for /slots (slots.go); slotMu
+	// orders submissions and their numbering alike.
+	slots  slotBoard
+	slotMu sync.Mutex
 }
 
 // New makes a server in the "loading" state.
@@ -210,7 +220,7 @@ func (s *Server) state() (*Backend, string) {
 // Handler is the HTTP API.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/v1/chat/completions", s.auth(s.handleChat))
+	mux.HandleFunc("/v1/chat/completions", s.auth(s.handleChatBatch))
 	mux.HandleFunc("/v1/completions", s.auth(s.handleCompletionBatch))
 	mux.HandleFunc("/v1/models", s.auth(s.handleModels))
 	mux.HandleFunc("/models", s.auth(s.handleModels))
@@ -472,6 +482,11 @@ type job struct {
 	constraint engine.Constraint
 	// calls reads tool calls out of a chat reply; nil without tools.
 	calls *toolcall.Parser
+	// oneCall (parallel_tool_calls false) ends the reply at its first
+	// call, where no grammar already allows only one.
+	oneCall bool
+	// slot is the request's place on /slots, once submitted.
+	slot *slotUse
 }
 
 // readRequest does what both generation endpoints check first: the method,
@@ -586,18 +601,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		j.reasoning = chat.NewReasoningParser(b.reasoning, text)
 	}
 	opened := strings.HasSuffix(strings.TrimRight(text, " \t\r\n"), "<think>")
-	var gd *grammar.Guide
-	switch {
-	case ts.forced() && spec != nil:
-		writeError(w, badRequest("response_format", "tool_choice %s and %s both constrain the output; send one", ts.choice, spec.param))
-		return
-	case ts.forced() || spec != nil && ts.active():
-		gd, e = b.toolGuide(ts, spec, opened)
-	case ts.active() && ts.strict:
-		gd, e = b.lazyGuide(ts)
-	case spec != nil:
-		gd, e = b.specGuide(spec, true, b.reasoning, opened)
-	}
+	gd, e := b.outputGuide(ts, spec, opened, "response_format")
 	if e != nil {
 		writeError(w, e)
 		return
@@ -607,6 +611,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 	if ts.active() {
 		j.calls = toolcall.NewParser(b.tools, ts.tools)
+		j.oneCall = !ts.parallel
 	}
 	j.usageChunk = req.StreamOptions != nil && req.StreamOptions.IncludeUsage
 	s.run(w, r, b, j, params, maxTok, start)

@@ -409,7 +409,7 @@ func TestBadInput(t *testing.T) {
 		{"wrong type messages", "/v1/chat/completions", testKey, `{"model":"stories","messages":"hi"}`, 400, `"messages" must be an array`},
 		{"unknown role", "/v1/chat/completions", testKey, `{"model":"stories","messages":[{"role":"wizard","content":"hi"}]}`, 400, `"wizard"`},
 		{"negative max_tokens", "/v1/chat/completions", testKey, `{"model":"stories","messages":[{"role":"user","content":"hi"}],"max_tokens":-1}`, 400, "max_tokens = -1"},
-		{"n=2", "/v1/chat/completions", testKey, `{"model":"stories","messages":[{"role":"user","content":"hi"}],"n":2}`, 400, "n = 2"},
+		{"n above --parallel", "/v1/chat/completions", testKey, `{"model":"stories","messages":[{"role":"user","content":"hi"}],"n":99}`, 400, "n = 99 is more choices"},
 		{"bad token id", "/v1/completions", testKey, `{"model":"stories","prompt":[1,99999]}`, 400, "outside the vocabulary"},
 		{"invalid UTF-8", "/v1/completions", testKey, "{\"model\":\"stories\",\"prompt\":\"caf\xc3\x28\"}", 400, "not valid UTF-8"},
 		{"body too large", "/v1/completions", testKey, bigBody, 413, "over the limit of 65536 bytes"},

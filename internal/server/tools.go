@@ -23,8 +23,11 @@ type toolSetup struct {
 	parallel bool
 	// strict is set when a tool asks for strict arguments: with
 	// tool_choice auto, a call the model begins is then held to its
-	// schema (formats with a call marker).
-	strict bool
+	// schema (formats with a call marker). strictDefaulted says a tool
+	// was made strict by the Responses API's default, not by asking.
+	strict, strictDefaulted bool
+	// params name each tool's fields in the request, for errors.
+	params []string
 }
 
 // active says whether the model is offered tools and its output parsed
@@ -53,13 +56,8 @@ func (q *chatRequest) tools() (*toolSetup, *apiError) {
 	for i, raw := range q.Tools {
 		param := fmt.Sprintf("tools[%d]", i)
 		var t struct {
-			Type     *string `json:"type"`
-			Function *struct {
-				Name        *string         `json:"name"`
-				Description json.RawMessage `json:"description"`
-				Parameters  json.RawMessage `json:"parameters"`
-				Strict      json.RawMessage `json:"strict"`
-			} `json:"function"`
+			Type     *string  `json:"type"`
+			Function *funcDef `json:"function"`
 		}
 		if err := json.Unmarshal(raw, &t); err != nil {
 			return nil, badRequest(param, "%s must be an object {\"type\": \"function\", \"function\": {...}}: %v", param, jsonErr(err))
@@ -74,37 +72,9 @@ func (q *chatRequest) tools() (*toolSetup, *apiError) {
 		if t.Function == nil {
 			return nil, badRequest(param+".function", "%s.function is required", param)
 		}
-		f := t.Function
-		if f.Name == nil || *f.Name == "" {
-			return nil, badRequest(param+".function.name", "%s.function.name is required", param)
+		if e := ts.addFunction(param+".function", t.Function, raw, names, false); e != nil {
+			return nil, e
 		}
-		if !toolNameRe.MatchString(*f.Name) {
-			return nil, badRequest(param+".function.name", "%s.function.name %q must be 1 to 64 letters, digits, '_', '.' or '-'", param, *f.Name)
-		}
-		if names[*f.Name] {
-			return nil, badRequest(param+".function.name", "%s.function.name %q is defined twice", param, *f.Name)
-		}
-		names[*f.Name] = true
-		if !isNull(f.Description) {
-			var d string
-			if json.Unmarshal(f.Description, &d) != nil {
-				return nil, badRequest(param+".function.description", "%s.function.description must be a string", param)
-			}
-		}
-		if !isNull(f.Parameters) {
-			if t := bytes.TrimSpace(f.Parameters); len(t) == 0 || t[0] != '{' {
-				return nil, badRequest(param+".function.parameters", "%s.function.parameters must be a JSON Schema object, not %s", param, abbrev(string(t)))
-			}
-		}
-		if !isNull(f.Strict) {
-			var b bool
-			if json.Unmarshal(f.Strict, &b) != nil {
-				return nil, badRequest(param+".function.strict", "%s.function.strict must be a boolean", param)
-			}
-			ts.strict = ts.strict || b
-		}
-		ts.tools = append(ts.tools, toolcall.Tool{Name: *f.Name, Parameters: f.Parameters})
-		ts.raw = append(ts.raw, raw)
 	}
 	if !isNull(q.ToolChoice) {
 		var s string
@@ -135,6 +105,56 @@ func (q *chatRequest) tools() (*toolSetup, *apiError) {
 		return nil, badRequest("tool_choice", "tool_choice required needs tools")
 	}
 	return ts, nil
+}
+
+// funcDef is a function tool's fields: under "function" in a chat
+// request, on the tool itself in a Responses one.
+type funcDef struct {
+	Name        *string         `json:"name"`
+	Description json.RawMessage `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+	Strict      json.RawMessage `json:"strict"`
+}
+
+// addFunction validates one function (param is the prefix of its fields'
+// names) and adds it; raw is the tool in the chat shape, as templates
+// read it. Without a strict field the tool is strict when strictDefault
+// is (the Responses API's default).
+func (ts *toolSetup) addFunction(param string, f *funcDef, raw json.RawMessage, names map[string]bool, strictDefault bool) *apiError {
+	if f.Name == nil || *f.Name == "" {
+		return badRequest(param+".name", "%s.name is required", param)
+	}
+	if !toolNameRe.MatchString(*f.Name) {
+		return badRequest(param+".name", "%s.name %q must be 1 to 64 letters, digits, '_', '.' or '-'", param, *f.Name)
+	}
+	if names[*f.Name] {
+		return badRequest(param+".name", "%s.name %q is defined twice", param, *f.Name)
+	}
+	names[*f.Name] = true
+	if !isNull(f.Description) {
+		var d string
+		if json.Unmarshal(f.Description, &d) != nil {
+			return badRequest(param+".description", "%s.description must be a string", param)
+		}
+	}
+	if !isNull(f.Parameters) {
+		if t := bytes.TrimSpace(f.Parameters); len(t) == 0 || t[0] != '{' {
+			return badRequest(param+".parameters", "%s.parameters must be a JSON Schema object, not %s", param, abbrev(string(t)))
+		}
+	}
+	if !isNull(f.Strict) {
+		var b bool
+		if json.Unmarshal(f.Strict, &b) != nil {
+			return badRequest(param+".strict", "%s.strict must be a boolean", param)
+		}
+		ts.strict = ts.strict || b
+	} else if strictDefault {
+		ts.strict, ts.strictDefaulted = true, true
+	}
+	ts.tools = append(ts.tools, toolcall.Tool{Name: *f.Name, Parameters: f.Parameters})
+	ts.raw = append(ts.raw, raw)
+	ts.params = append(ts.params, param)
+	return nil
 }
 
 func jsonErr(err error) string {
@@ -251,10 +271,33 @@ func toolError(ts *toolSetup, err error) *apiError {
 	if errors.As(err, &te) {
 		for i, t := range ts.tools {
 			if t.Name == te.Tool {
-				param := fmt.Sprintf("tools[%d].function.parameters", i)
-				return badRequest(param, "%s (function %q): %v; braid enforces the arguments of forced calls while sampling and refuses what it cannot enforce", param, t.Name, te.Err)
+				param := ts.params[i] + ".parameters"
+				why := ""
+				if ts.strictDefaulted && !ts.forced() {
+					why = " (in the Responses API a tool is strict unless it says strict: false)"
+				}
+				return badRequest(param, "%s (function %q): %v; braid enforces the arguments of forced and strict calls while sampling and refuses what it cannot enforce%s", param, t.Name, te.Err, why)
 			}
 		}
 	}
 	return badRequest("tool_choice", "tool_choice: %v", err)
+}
+
+// outputGuide is the guide that a request's tools and output format call
+// for (nil when the output is free): forced calls, calls or the formatted
+// answer, strict calls under auto once begun, or the format alone.
+// formatParam names the request's format field (response_format,
+// text.format).
+func (b *Backend) outputGuide(ts *toolSetup, spec *constraintSpec, opened bool, formatParam string) (*grammar.Guide, *apiError) {
+	switch {
+	case ts.forced() && spec != nil:
+		return nil, badRequest(formatParam, "tool_choice %s and %s both constrain the output; send one", ts.choice, spec.param)
+	case ts.forced() || spec != nil && ts.active():
+		return b.toolGuide(ts, spec, opened)
+	case ts.active() && ts.strict:
+		return b.lazyGuide(ts)
+	case spec != nil:
+		return b.specGuide(spec, true, b.reasoning, opened)
+	}
+	return nil, nil
 }

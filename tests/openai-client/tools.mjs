@@ -185,6 +185,66 @@ await step("response_format json_object, streamed", async () => {
   }
 });
 
+// The Responses API: the same tool in its shape, a forced call whole and
+// through the SDK's stream helper, then its result by previous_response_id.
+const weatherR = { type: "function", name: weather.function.name, description: weather.function.description, parameters: weather.function.parameters, strict: true };
+
+await step("responses.create with a forced tool call, and its result", async () => {
+  const r = await client.responses.create({ model, input: "What is the weather in Paris this week?", tools: [weatherR], tool_choice: "required", parallel_tool_calls: false, max_output_tokens: 300, temperature: 0.7, seed: 3 });
+  if (r.status === "incomplete") { console.log("note: cut by max_output_tokens"); return; }
+  assert.equal(r.status, "completed");
+  const calls = r.output.filter((it) => it.type === "function_call");
+  assert.equal(calls.length, 1, JSON.stringify(r.output));
+  assert.equal(calls[0].name, "get_weather");
+  assert.ok(calls[0].call_id.startsWith("call_"), calls[0].call_id);
+  checkWeatherArgs(calls[0].arguments);
+  const r2 = await client.responses.create({
+    model, previous_response_id: r.id, tools: [weatherR], max_output_tokens: 20, temperature: 0,
+    input: [{ type: "function_call_output", call_id: calls[0].call_id, output: JSON.stringify({ temperature: 15 }) }],
+  });
+  assert.equal(r2.previous_response_id, r.id);
+  assert.ok(r2.usage.input_tokens > r.usage.input_tokens, `${r2.usage.input_tokens} input tokens after ${r.usage.input_tokens}`);
+  // The same conversation sent whole gives the same prompt.
+  const r3 = await client.responses.create({
+    model, tools: [weatherR], max_output_tokens: 20, temperature: 0,
+    input: [{ role: "user", content: "What is the weather in Paris this week?" }, calls[0], { type: "function_call_output", call_id: calls[0].call_id, output: JSON.stringify({ temperature: 15 }) }],
+  });
+  assert.equal(r3.usage.input_tokens, r2.usage.input_tokens);
+  assert.equal(r3.output_text, r2.output_text);
+});
+
+await step("responses.stream with a named function", async () => {
+  const runner = client.responses.stream({ model, input: "What is the weather in Paris this week?", tools: [weatherR], tool_choice: { type: "function", name: "get_weather" }, max_output_tokens: 300, temperature: 0.7, seed: 5 });
+  let args = "", added = 0, done = null;
+  runner.on("response.output_item.added", (ev) => { if (ev.item.type === "function_call") added++; });
+  runner.on("response.function_call_arguments.delta", (ev) => { args += ev.delta; });
+  runner.on("response.function_call_arguments.done", (ev) => { done = ev.arguments; });
+  const final = await runner.finalResponse();
+  if (final.status === "incomplete") { console.log("note: cut by max_output_tokens"); return; }
+  const calls = final.output.filter((it) => it.type === "function_call");
+  assert.ok(calls.length >= 1 && added === calls.length, JSON.stringify(final.output));
+  assert.equal(done, calls.at(-1).arguments);
+  assert.equal(args, calls.map((c) => c.arguments).join(""));
+  for (const c of calls) checkWeatherArgs(c.arguments);
+});
+
+await step("chat.completions.create with n = 2", async () => {
+  const req = { model, messages: question, n: 2, max_tokens: 8, temperature: 1, seed: 11 };
+  const r = await client.chat.completions.create(req);
+  assert.deepEqual(r.choices.map((c) => c.index), [0, 1]);
+  const again = await client.chat.completions.create(req);
+  assert.deepEqual(again.choices.map((c) => c.message.content), r.choices.map((c) => c.message.content));
+  // choice i is the single request with seed + i; usage: the prompt once
+  const singles = [await client.chat.completions.create({ ...req, n: 1 }), await client.chat.completions.create({ ...req, n: 1, seed: req.seed + 1 })];
+  assert.deepEqual(singles.map((s) => s.choices[0].message.content), r.choices.map((c) => c.message.content));
+  assert.equal(r.usage.prompt_tokens, singles[0].usage.prompt_tokens);
+  assert.equal(r.usage.completion_tokens, singles[0].usage.completion_tokens + singles[1].usage.completion_tokens);
+  const stream = await client.chat.completions.create({ ...req, stream: true });
+  const texts = ["", ""];
+  for await (const c of stream) for (const ch of c.choices) texts[ch.index] += ch.delta?.content ?? "";
+  assert.deepEqual(texts, r.choices.map((c) => c.message.content));
+});
+
 await step("an unenforceable schema surfaces as BadRequestError", async () => {
   let err = null;
   try {
