@@ -291,7 +291,14 @@ func toolError(ts *toolSetup, err error) *apiError {
 func (b *Backend) outputGuide(ts *toolSetup, spec *constraintSpec, opened bool, formatParam string) (*grammar.Guide, *apiError) {
 	switch {
 	case ts.forced() && spec != nil:
-		return nil, badRequest(formatParam, "tool_choice %s and %s both constrain the output; send one", ts.choice, spec.param)
+		// The format shapes the message's text, and a forced call writes
+		// none: OpenAI takes both (an agent sends its output schema with
+		// every turn, tool_choice required on the first), and so does
+		// braid, the format checked all the same, for the turns after.
+		if _, e := spec.compile(); e != nil {
+			return nil, e
+		}
+		return b.toolGuide(ts, nil, opened)
 	case ts.forced() || spec != nil && ts.active():
 		return b.toolGuide(ts, spec, opened)
 	case ts.active() && ts.strict:

@@ -218,6 +218,18 @@ func TestToolRoundTrip(t *testing.T) {
 			t.Errorf("answer after the tool results: finish %q", a.finish)
 		}
 	}
+	// A forced call beside a response format (an agent's output schema,
+	// sent with every turn): the call is made, as OpenAI does; the format
+	// is for the text of a later turn.
+	withFormat := `{"model":"stories","messages":[{"role":"user","content":"What's the weather in Paris?"}],` + tools +
+		`,"tool_choice":"required","parallel_tool_calls":false,"response_format":{"type":"json_schema","json_schema":{"name":"answer","schema":{"type":"object","properties":{"summary":{"type":"string","maxLength":20}},"required":["summary"]}}},"max_tokens":300,"seed":3}`
+	for _, stream := range []bool{false, true} {
+		r := toolChat(t, ts.url, withFormat, stream)
+		checkCalls(t, fmt.Sprintf("forced call with a response format (stream %v)", stream), r, "", 1)
+		if r.finish != "tool_calls" {
+			t.Errorf("forced call with a response format (stream %v): finish %q, want tool_calls", stream, r.finish)
+		}
+	}
 	// tool_choice none: no calls read, whatever the text.
 	r := toolChat(t, ts.url, `{"model":"stories","messages":[{"role":"user","content":"Hi"}],"tools":[`+timeTool+`],"tool_choice":"none","max_tokens":10,"temperature":0}`, false)
 	if len(r.calls) != 0 || r.finish == "tool_calls" {
@@ -245,7 +257,8 @@ func TestToolsBadInput(t *testing.T) {
 		{chat(`,"tool_choice":"required"`), "tool_choice", "needs tools"},
 		{chat(`,"functions":[{"name":"f"}]`), "functions", "deprecated"},
 		{chat(`,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"n":{"type":"number","multipleOf":2}}}}}],"tool_choice":"required"`), "tools[0].function.parameters", `"multipleOf"`},
-		{chat(`,"tools":[` + timeTool + `],"tool_choice":"required","response_format":{"type":"json_object"}`), "response_format", "both constrain"},
+		// A forced call with a format: the format is still checked.
+		{chat(`,"tools":[` + timeTool + `],"tool_choice":"required","response_format":{"type":"json_schema","json_schema":{"name":"a","schema":{"type":"number","multipleOf":2}}}`), "response_format.json_schema.schema", `"multipleOf"`},
 		{`{"model":"stories","max_tokens":4,"messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"arguments":"{}"}}]}]}`, "messages[1].tool_calls[0].function.name", "is required"},
 		{`{"model":"stories","max_tokens":4,"messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{oops"}}]}]}`, "messages[1].tool_calls[0].function.arguments", "must be JSON"},
 		{`{"model":"stories","max_tokens":4,"messages":[{"role":"user","content":"Hi"},{"role":"tool","tool_call_id":"c"}]}`, "messages[1].content", "needs content"},

@@ -1,5 +1,6 @@
 // Package jsclients runs real client libraries from the npm registry (the
-// openai Node SDK, LangChain, the Vercel AI SDK; package.json pins them)
+// openai Node SDK, LangChain, the Vercel AI SDK, the OpenAI Agents SDK;
+// package.json pins them)
 // against a real braid serve: the conversations of tests/README.md.
 package jsclients
 
@@ -26,7 +27,7 @@ const (
 )
 
 // The scripts, each a list of conversations (step() in common.mjs).
-var scripts = []string{"openai.mjs", "langchain.mjs", "aisdk.mjs"}
+var scripts = []string{"openai.mjs", "langchain.mjs", "aisdk.mjs", "agents.mjs"}
 
 // missing skips, or fails where BRAID_REQUIRE_CLIENTS=1 (.ci/run sets it:
 // CI must not pass without the clients).
@@ -43,7 +44,7 @@ func TestClients(t *testing.T) {
 	if err != nil {
 		missing(t, "node is not on PATH: skipping the client libraries' conversations")
 	}
-	for _, pkg := range []string{"openai", "@langchain/openai", "langchain", "ai", "@ai-sdk/openai-compatible"} {
+	for _, pkg := range []string{"openai", "@langchain/openai", "langchain", "ai", "@ai-sdk/openai-compatible", "@openai/agents"} {
 		if _, err := os.Stat(filepath.Join("node_modules", pkg)); err != nil {
 			missing(t, "tests/js-clients/node_modules/%s is absent (npm ci there; .ci/run does): skipping", pkg)
 		}
@@ -126,7 +127,7 @@ func TestClients(t *testing.T) {
 					n++
 				}
 			}
-			if n < 3 {
+			if n < 4 {
 				t.Fatalf("%s passed only %d conversations", s, n)
 			}
 		})
