@@ -5,17 +5,15 @@
 package jsclients
 
 import (
-	"bufio"
 	"context"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"braid/internal/servetest"
 	"braid/internal/sharedtest"
 )
 
@@ -54,64 +52,13 @@ func TestClients(t *testing.T) {
 			sharedtest.Missing(t, "shared test data absent (%v): skipping the client libraries' conversations", err)
 		}
 	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "braid")
-	if out, err := exec.Command("go", "build", "-o", bin, "braid/cmd/braid").CombinedOutput(); err != nil {
-		t.Fatalf("building braid: %v\n%s", err, out)
-	}
+	bin := servetest.Build(t)
 	const key = "sk-braid-js-clients"
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	srv := exec.CommandContext(ctx, bin, "serve", "-m", model, "--chat-template-file", template, "--listen", "127.0.0.1:0",
+	srv := servetest.Start(t, ctx, time.Minute, bin, "-m", model, "--chat-template-file", template,
 		"-c", "2048", "--parallel", "2", "--alias", "tiny", "--api-key", key, "-t", "2")
-	stderr, err := srv.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	addr := make(chan string, 1)
-	logDone := make(chan struct{})
-	var logMu strings.Builder
-	defer func() {
-		cancel()
-		<-logDone
-		if t.Failed() {
-			t.Logf("braid serve's log:\n%s", logMu.String())
-		}
-	}()
-	go func() {
-		defer close(logDone)
-		re := regexp.MustCompile(`listening on (http://\S+)`)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			logMu.WriteString(sc.Text() + "\n")
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
-			}
-		}
-		srv.Wait()
-	}()
-	var url string
-	select {
-	case url = <-addr:
-	case <-time.After(time.Minute):
-		t.Fatal("braid serve did not start listening")
-	}
-	for {
-		resp, err := http.Get(url + "/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		if ctx.Err() != nil {
-			t.Fatal("braid serve never became ready")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	url := srv.URL
 	for _, s := range scripts {
 		t.Run(strings.TrimSuffix(s, ".mjs"), func(t *testing.T) {
 			cmd := exec.CommandContext(ctx, node, s, url)

@@ -3,23 +3,22 @@
 package openaiclient
 
 import (
-	"bufio"
 	"context"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"syscall"
 	"testing"
 	"time"
 
+	"braid/internal/servetest"
 	"braid/internal/sharedtest"
 )
 
 const model = "../../../shared/testdata/models/stories260K/stories260K-F32.gguf"
 
-func TestOpenAINodeSDK(t *testing.T) {
+// sdk finds node and the installed SDK, or skips.
+func sdk(t *testing.T) string {
+	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Skip("node is not on PATH: skipping the openai SDK test")
@@ -30,82 +29,36 @@ func TestOpenAINodeSDK(t *testing.T) {
 	if _, err := os.Stat(model); err != nil {
 		sharedtest.Missing(t, "shared test model absent (%v): skipping the openai SDK test", err)
 	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "braid")
-	if out, err := exec.Command("go", "build", "-o", bin, "braid/cmd/braid").CombinedOutput(); err != nil {
-		t.Fatalf("building braid: %v\n%s", err, out)
-	}
-	keyFile := filepath.Join(dir, "keys")
+	return node
+}
+
+// serveAndRun starts braid serve on stories260K with an API key (context
+// ctxLen), runs `node script URL` against it and returns the server.
+func serveAndRun(t *testing.T, script string, ctxLen string, limit time.Duration) *servetest.Server {
+	t.Helper()
+	node := sdk(t)
+	bin := servetest.Build(t)
+	keyFile := filepath.Join(t.TempDir(), "keys")
 	const key = "sk-braid-sdk-test"
 	os.WriteFile(keyFile, []byte(key+"\n"), 0o600)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	srv := exec.CommandContext(ctx, bin, "serve", "-m", model, "--listen", "127.0.0.1:0", "-c", "512", "--parallel", "2",
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	t.Cleanup(cancel)
+	srv := servetest.Start(t, ctx, time.Minute, bin, "-m", model, "-c", ctxLen, "--parallel", "2",
 		"--alias", "stories", "--api-key-file", keyFile, "-t", "2")
-	stderr, err := srv.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	addr := make(chan string, 1)
-	logDone := make(chan struct{})
-	// The server dies with ctx; wait for its log reader before the test
-	// returns, so nothing logs after it.
-	defer func() { cancel(); <-logDone }()
-	go func() {
-		defer close(logDone)
-		re := regexp.MustCompile(`listening on (http://\S+)`)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			t.Log("serve: " + sc.Text())
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
-			}
-		}
-		exited <- srv.Wait()
-	}()
-	var url string
-	select {
-	case url = <-addr:
-	case err := <-exited:
-		t.Fatalf("braid serve exited before listening: %v", err)
-	case <-ctx.Done():
-		t.Fatal("braid serve did not start listening")
-	}
-	for {
-		resp, err := http.Get(url + "/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		if ctx.Err() != nil {
-			t.Fatal("braid serve never became ready")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-
-	cmd := exec.CommandContext(ctx, node, "script.mjs", url)
+	cmd := exec.CommandContext(ctx, node, script, srv.URL)
 	cmd.Env = append(os.Environ(), "OPENAI_API_KEY="+key, "BRAID_MODEL=stories")
 	out, err := cmd.CombinedOutput()
-	t.Logf("node script.mjs:\n%s", out)
+	t.Logf("node %s:\n%s", script, out)
 	if err != nil {
-		t.Fatalf("the openai SDK script failed: %v", err)
+		t.Fatalf("the openai SDK script %s failed: %v", script, err)
 	}
+	return srv
+}
 
+func TestOpenAINodeSDK(t *testing.T) {
+	srv := serveAndRun(t, "script.mjs", "512", 2*time.Minute)
 	// SIGTERM: a clean exit.
-	srv.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Errorf("braid serve after SIGTERM: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Error("braid serve did not exit after SIGTERM")
+	if err := srv.Terminate(30 * time.Second); err != nil {
+		t.Errorf("braid serve after SIGTERM: %v", err)
 	}
 }
