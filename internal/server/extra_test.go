@@ -692,10 +692,39 @@ func TestResponsesReasoning(t *testing.T) {
 			if c.template == "openai-gpt-oss-120b" && !strings.Contains(ss.prompt(), "Reasoning: low") {
 				t.Errorf("reasoning.effort did not reach the template: %q", ss.prompt())
 			}
+			if _, ok := out[0].(map[string]any)["encrypted_content"]; ok {
+				t.Errorf("encrypted_content without include: %v", out[0])
+			}
 			evs := es.responseStream(t, `{"model":"m","input":"Hi","stream":true}`)
 			final, text, reasoning := checkResponseEvents(t, evs)
 			if text != "Hello!" || strings.TrimSpace(reasoning) != "The user says hi." || len(final["output"].([]any)) != 2 {
 				t.Errorf("streamed text %q reasoning %q final %v", text, reasoning, final["output"])
+			}
+			// A stateless client's turn (the Codex CLI's): store false,
+			// the reasoning asked back as encrypted_content, then the
+			// whole output sent again as the next turn's input.
+			ss.say(c.output)
+			code, r = es.call(t, "POST", "/v1/responses", `{"model":"m","input":"Hi","store":false,"include":["reasoning.encrypted_content"]}`)
+			if code != 200 {
+				t.Fatalf("include reasoning.encrypted_content: %d %v", code, r)
+			}
+			item := r["output"].([]any)[0].(map[string]any)
+			enc, _ := item["encrypted_content"].(string)
+			raw, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(enc, "braid-r1:"))
+			if !strings.HasPrefix(enc, "braid-r1:") || err != nil || strings.TrimSpace(string(raw)) != "The user says hi." {
+				t.Errorf("encrypted_content %q: want the reasoning, opaque", enc)
+			}
+			ss.say(c.output)
+			evs = es.responseStream(t, `{"model":"m","input":"Hi","stream":true,"store":false,"include":["reasoning.encrypted_content"]}`)
+			final, _, _ = checkResponseEvents(t, evs)
+			if fi := final["output"].([]any)[0].(map[string]any); fi["encrypted_content"] != enc {
+				t.Errorf("streamed: encrypted_content %v, whole %q", fi["encrypted_content"], enc)
+			}
+			next, _ := json.Marshal(append(append([]any{map[string]any{"role": "user", "content": "Hi"}}, r["output"].([]any)...),
+				map[string]any{"role": "user", "content": "And then?"}))
+			ss.say(c.output)
+			if code, r := es.call(t, "POST", "/v1/responses", `{"model":"m","store":false,"include":["reasoning.encrypted_content"],"input":`+string(next)+`}`); code != 200 {
+				t.Errorf("the output sent back as input: %d %v", code, r)
 			}
 		})
 	}

@@ -10,6 +10,7 @@ package server
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -358,11 +359,26 @@ func refuseUnsupported(body map[string]json.RawMessage) *apiError {
 		if json.Unmarshal(raw, &inc) != nil {
 			return badRequest("include", "include must be a list of strings")
 		}
-		if len(inc) > 0 {
-			return badRequest("include", "include %q is not supported: braid adds no extra data (encrypted reasoning, logprobs, search results) to the output", inc[0])
+		for _, v := range inc {
+			if v != includeEncryptedReasoning {
+				return badRequest("include", "include %q is not supported: braid adds no extra data (logprobs, search results) to the output beyond %q", v, includeEncryptedReasoning)
+			}
 		}
 	}
 	return nil
+}
+
+// includeEncryptedReasoning is the include a stateless client (store
+// false, the Codex CLI's way) sends to get its reasoning items back in a
+// form it can send again.
+const includeEncryptedReasoning = "reasoning.encrypted_content"
+
+// includes reports whether the request's include lists v (refuseUnsupported
+// has checked its shape).
+func (q *responsesRequest) includes(v string) bool {
+	var inc []string
+	json.Unmarshal(q.Include, &inc)
+	return slices.Contains(inc, v)
 }
 
 // outItem is one output item of a response: reasoning, a message or a
@@ -372,14 +388,29 @@ type outItem struct {
 	id   string
 	text strings.Builder // reasoning or message text
 	call *toolcall.Call
+	// encrypted: a reasoning item carries encrypted_content. braid keeps
+	// no secret from the client that asked: the content is the reasoning
+	// text, base64 with a version prefix, opaque as OpenAI's is, and
+	// reasoning items given back as input are dropped either way (chat
+	// templates do not render earlier turns' reasoning).
+	encrypted bool
+}
+
+// encryptedReasoning is the encrypted_content of a reasoning text.
+func encryptedReasoning(text string) string {
+	return "braid-r1:" + base64.StdEncoding.EncodeToString([]byte(text))
 }
 
 // json is the item as the output list shows it.
 func (it *outItem) json(status string) map[string]any {
 	switch it.kind {
 	case "reasoning":
-		return map[string]any{"type": "reasoning", "id": it.id, "summary": []any{}, "status": status,
+		m := map[string]any{"type": "reasoning", "id": it.id, "summary": []any{}, "status": status,
 			"content": []any{map[string]any{"type": "reasoning_text", "text": it.text.String()}}}
+		if it.encrypted && status != "in_progress" {
+			m["encrypted_content"] = encryptedReasoning(it.text.String())
+		}
+		return m
 	case "function_call":
 		args := ""
 		if status != "in_progress" {
@@ -437,7 +468,7 @@ func (rs *responseState) openItem(kind, prefix string, c *toolcall.Call) (*outIt
 	if err := rs.closeOpen(); err != nil {
 		return nil, err
 	}
-	it := &outItem{kind: kind, id: newID(prefix), call: c}
+	it := &outItem{kind: kind, id: newID(prefix), call: c, encrypted: kind == "reasoning" && rs.req.includes(includeEncryptedReasoning)}
 	rs.items = append(rs.items, it)
 	i := rs.index(it)
 	if err := rs.emit("response.output_item.added", map[string]any{"output_index": i, "item": it.json("in_progress")}); err != nil {

@@ -159,7 +159,8 @@ func TestResponsesTools(t *testing.T) {
 		// is refused under auto, and says how to offer it unenforced
 		{`"tools":[` + multiple + `]`, "tools[0].parameters", "strict: false"},
 		{`"tools":[` + timeToolR + `],"tool_choice":"required","text":{"format":{"type":"json_schema","name":"a","schema":{"type":"number","multipleOf":2}}}`, "text.format.schema", `"multipleOf"`},
-		{`"include":["reasoning.encrypted_content"]`, "include", "not supported"},
+		{`"include":["message.output_text.logprobs"]`, "include", "not supported"},
+		{`"include":"reasoning.encrypted_content"`, "include", "list of strings"},
 		{`"conversation":"conv_1"`, "conversation", "previous_response_id"},
 		{`"max_tool_calls":2`, "max_tool_calls", "parallel_tool_calls"},
 	} {
