@@ -1,10 +1,16 @@
 package tokenizer
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"braid/internal/gguf"
+	"braid/internal/modelgen"
 )
 
 // testWPMVocab is a WordPiece vocabulary in the converted form: BERT's
@@ -150,4 +156,53 @@ func FuzzWPM(f *testing.F) {
 			t.Fatalf("Decode(Encode(%q)) = %q, want %q", s, d, want)
 		}
 	})
+}
+
+// TestWPMReference compares braid's WordPiece ids with llama.cpp's
+// llama-tokenize on the vocabulary of modelgen's encoder variant bert-mean
+// (written here as scripts/ref-wpm.sh wrote it), for texts of our own:
+// testdata/wpm/ids.json, made by scripts/ref-wpm.sh.
+func TestWPMReference(t *testing.T) {
+	raw, err := os.ReadFile("testdata/wpm/ids.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref struct {
+		Variant string
+		Cases   []struct {
+			Text           string
+			Special, Plain []int32
+		}
+	}
+	if err := json.Unmarshal(raw, &ref); err != nil {
+		t.Fatalf("testdata/wpm/ids.json: %v", err)
+	}
+	cfg, err := modelgen.Variant(ref.Variant, "F32")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "vocab.gguf")
+	if err := modelgen.WriteFile(path, cfg); err != nil {
+		t.Fatal(err)
+	}
+	m, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	tk, err := FromGGUF(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ref.Cases) < 20 {
+		t.Fatalf("%d reference cases, want the 20 and more scripts/ref-wpm.sh writes", len(ref.Cases))
+	}
+	for i, c := range ref.Cases {
+		if got := tk.Encode(c.Text, true, true); !slices.Equal(got, c.Special) {
+			t.Errorf("case %d: Encode(%q, special) = %v, llama.cpp %v", i, c.Text, got, c.Special)
+		}
+		if got := tk.Encode(c.Text, false, false); !slices.Equal(got, c.Plain) {
+			t.Errorf("case %d: Encode(%q) = %v, llama.cpp %v", i, c.Text, got, c.Plain)
+		}
+	}
 }
