@@ -20,7 +20,7 @@ func runGenModel(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("genmodel", "--preset NAME | --variant NAME [--type Q4_K_M|MXFP4_MOE|Q8_0|F16|...] [--nextn N] --out FILE.gguf [--seed S]", stderr)
 	preset := fs.String("preset", "llama-1b", "model shape: "+strings.Join(modelgen.PresetNames(), ", "))
 	variant := fs.String("variant", "", "instead of a preset, a small reference variant whose llama.cpp logits braid's tests keep, with its own seed: "+
-		strings.Join(modelgen.VariantNames(), ", "))
+		strings.Join(append(modelgen.VariantNames(), modelgen.EncoderVariantNames()...), ", "))
 	typ := fs.String("type", "", "weight format or mix ("+strings.Join(modelgen.Mixes, ", ")+
 		" or a tensor type); default MXFP4_MOE for gpt-oss presets, Q4_K_M for the other presets, F32 for variants")
 	out := fs.String("out", "", "output file")
@@ -42,8 +42,10 @@ func runGenModel(args []string, stdout, stderr io.Writer) error {
 		if set["preset"] || set["seed"] || set["nextn"] {
 			return usagef("--variant %s: --preset, --seed and --nextn do not apply (a variant is a fixed file)", *variant)
 		}
-		if _, ok := modelgen.Variants[*variant]; !ok {
-			return usagef("--variant %q: known variants are %s", *variant, strings.Join(modelgen.VariantNames(), ", "))
+		_, dec := modelgen.Variants[*variant]
+		_, enc := modelgen.EncoderVariants[*variant]
+		if !dec && !enc {
+			return usagef("--variant %q: known variants are %s", *variant, strings.Join(append(modelgen.VariantNames(), modelgen.EncoderVariantNames()...), ", "))
 		}
 		if *typ == "" {
 			*typ = "F32"

@@ -163,3 +163,24 @@ func TestGenModelVariant(t *testing.T) {
 		}
 	}
 }
+
+// TestEncoderRefusedByGenerators: braid genmodel --variant writes an
+// encoder, and run, chat, bench and a clustered serve refuse it naming
+// what it is and where it runs.
+func TestEncoderRefusedByGenerators(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bert.gguf")
+	if _, stderr, code := braid(t, "", "genmodel", "--variant", "bert-mean", "--out", path); code != 0 {
+		t.Fatalf("genmodel --variant bert-mean: exit %d: %s", code, stderr)
+	}
+	for _, args := range [][]string{
+		{"run", "-m", path, "-p", "hi", "-n", "1"},
+		{"chat", "-m", path},
+		{"bench", "-m", path, "-p", "8", "-n", "2", "-r", "1"},
+		{"serve", "-m", path, "--workers", "127.0.0.1:1"},
+	} {
+		_, stderr, code := braid(t, "", args...)
+		if code == 0 || !strings.Contains(stderr, "encoder") {
+			t.Errorf("braid %s: exit %d, stderr %q: want a refusal naming the encoder", strings.Join(args, " "), code, stderr)
+		}
+	}
+}

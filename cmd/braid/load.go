@@ -128,6 +128,10 @@ func loadModel(f *modelFlags, seqs int, stderr io.Writer) (*loaded, error) {
 		file.Close()
 		return nil, err
 	}
+	if model.IsEncoder(file.Arch()) {
+		file.Close()
+		return nil, fmt.Errorf("%s: %w (%s): run it with braid serve, whose /v1/embeddings computes them", f.path, model.ErrEncoder, file.Arch())
+	}
 	est := estimateMemory(file, f.ctx)
 	choice, err := chooseLoad(file, est, mode, auto, seqs)
 	if err != nil {

@@ -147,8 +147,15 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}
 	logf := slog.logf
 	// A model that cannot load fails here, before "listening".
-	if err := precheck(mf.path); err != nil {
+	encoder, err := precheck(mf.path)
+	if err != nil {
 		return err
+	}
+	if encoder && (cf.active() || sf.active()) {
+		return usagef("%s is an encoder (embeddings only): it runs on one node, without --spec or cluster flags", mf.path)
+	}
+	if encoder && *noEmbed {
+		return usagef("%s is an encoder: it serves only embeddings, which --no-embeddings turns off", mf.path)
 	}
 	if err := sf.prepareServe(&mf, &cf, stderr); err != nil {
 		return err
@@ -180,6 +187,9 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	go func() { served <- srv.Serve(ctx, ln, *grace) }()
 	logf("listening on %s (model %q, loading)", strings.Join(where, " and "), name)
 
+	if encoder {
+		return serveEncoder(srv, served, &mf, logf, stop)
+	}
 	l, tok, tmpl, err := loadForServe(&mf, &cf, *parallel, logf, stderr)
 	if err != nil {
 		logf("the model failed to load: %v", err)

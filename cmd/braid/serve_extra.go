@@ -18,6 +18,7 @@ import (
 	"braid/internal/gguf"
 	"braid/internal/model"
 	"braid/internal/server"
+	"braid/internal/tokenizer"
 )
 
 // serveLog writes serve's lines as text or as JSON objects (--log-format).
@@ -62,17 +63,61 @@ func (l *serveLog) access(e server.AccessEntry) {
 // precheck opens the model before serve listens, so a file that is
 // missing, not a GGUF, a shard of a split, or of an architecture braid
 // does not run fails at once with its own error, not after "listening".
-func precheck(path string) error {
+// It reports whether the model is an encoder (embeddings only), whose
+// configuration it checks instead.
+func precheck(path string) (encoder bool, err error) {
 	f, err := gguf.Open(path)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer f.Close()
 	if err := refuseShard(f); err != nil {
-		return err
+		return false, err
+	}
+	if model.IsEncoder(f.Arch()) {
+		_, err = model.ReadEncoderConfig(f)
+		return true, err
 	}
 	_, err = model.ReadConfig(f)
-	return err
+	return false, err
+}
+
+// serveEncoder serves an encoder model on one node: /v1/embeddings with
+// the model's pooling, the generation endpoints refused (400
+// model_not_generative), until ctx ends or the server stops.
+func serveEncoder(srv *server.Server, served <-chan error, mf *modelFlags, logf func(string, ...any), stop func()) error {
+	fail := func(err error) error {
+		logf("the model failed to load: %v", err)
+		srv.SetUnavailable("model failed to load: " + err.Error())
+		stop()
+		<-served
+		return err
+	}
+	f, err := gguf.Open(mf.path)
+	if err != nil {
+		return fail(err)
+	}
+	defer f.Close()
+	tok, err := tokenizer.FromGGUF(f)
+	if err != nil {
+		return fail(err)
+	}
+	emb, err := server.NewEncoderEmbedder(f, mf.threads)
+	if err != nil {
+		return fail(err)
+	}
+	defer emb.Close()
+	c := emb.Config()
+	srv.SetReady(&server.Backend{Tok: tok, Vocab: c.Vocab, Embed: emb, Encoder: true, LoadMode: "mmap",
+		LoadReason: "an encoder is read from the mapped file",
+		Meta:       map[string]any{"n_embd": c.Embd, "n_ctx_train": c.Context, "pooling": c.Pooling.String()}})
+	logf("ready: %s encoder, embeddings only (%d wide, %s pooling, inputs of up to %d tokens, %d threads); generation endpoints answer 400 model_not_generative",
+		c.Arch, c.Embd, c.Pooling, c.Context, mf.threads)
+	if err := <-served; err != nil {
+		return err
+	}
+	logf("stopped")
+	return nil
 }
 
 // clusterInfo is the cluster view's static part: the plan's ranks, or this

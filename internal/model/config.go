@@ -293,6 +293,10 @@ func (r *meta) moeRouting(c *Config, def Gating) (Gating, error) {
 // keys every transformer has here, then the family's own.
 func ReadConfig(m *gguf.Model) (*Config, error) {
 	name := m.Arch()
+	if IsEncoder(name) {
+		return nil, fmt.Errorf("model: %s: %w (%s): braid serve runs it for /v1/embeddings; generation, a KV cache and tensor or layer splits are for decoder models",
+			m.Files[0].Path, ErrEncoder, name)
+	}
 	fam, ok := families[name]
 	if !ok {
 		if name == "" {

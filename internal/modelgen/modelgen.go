@@ -14,7 +14,7 @@ import (
 
 // Config is the shape of a generated model.
 type Config struct {
-	Arch                    string // llama, qwen2, qwen3, qwen3moe or gpt-oss
+	Arch                    string // llama, qwen2, qwen3, qwen3moe, gpt-oss, the families of families.go, bert or nomic-bert
 	Name                    string
 	Layers, Embd, FF        int
 	Heads, KVHeads, HeadDim int // HeadDim 0 = Embd/Heads
@@ -132,6 +132,11 @@ type Config struct {
 	// ExpertSharedFF is qwen35moe's expert_shared_feed_forward_length,
 	// the width of its sigmoid-gated shared expert (0 = ExpertFF).
 	ExpertSharedFF int
+
+	// Encoders (bert, nomic-bert; see encoders.go): Pooling is
+	// pooling_type (llama.cpp's enum: 0 none, 1 mean, 2 cls, 3 last, 4
+	// rank) and TokenTypes the rows of token_types (0 = 2, BERT's).
+	Pooling, TokenTypes int
 }
 
 func (c *Config) fill() error {
@@ -146,6 +151,8 @@ func (c *Config) fill() error {
 		}
 	case "deepseek2", "glm-dsa", "glm4moe", "qwen35", "qwen35moe":
 		return c.fillFamily()
+	case "bert", "nomic-bert":
+		return c.fillEncoder()
 	default:
 		return fmt.Errorf("modelgen: unsupported architecture %q", c.Arch)
 	}
@@ -271,6 +278,10 @@ func WriteFile(path string, c Config) error {
 // setMetadata sets the file's metadata keys, in the order llama.cpp's
 // converters write them.
 func (c *Config) setMetadata(w *gguf.Writer) {
+	if c.encoder() {
+		c.setEncoderMetadata(w)
+		return
+	}
 	if c.family() {
 		c.setFamilyMetadata(w)
 		return
@@ -378,6 +389,10 @@ func (p *planner) add(name string, t quant.Type, mean, std float64, shape []int)
 // plan lists the tensors of the model c (filled).
 func (c *Config) plan() ([]tensorSpec, error) {
 	p := &planner{c: c}
+	if c.encoder() {
+		c.planEncoder(p)
+		return p.tensors, p.err
+	}
 	if c.family() {
 		c.planFamily(p)
 		return p.tensors, p.err

@@ -50,6 +50,32 @@ var Variants = map[string]Config{
 		IndexerHeads: 2, IndexerDim: 64, IndexerTopK: 3, Seed: 2903},
 }
 
+// EncoderVariants are small encoders (bert, nomic-bert) with a WordPiece
+// vocabulary, one per pooling kind, whose llama.cpp embeddings (and
+// llama-tokenize ids) internal/model and internal/tokenizer keep in their
+// testdata, made by scripts/ref-encoders.sh and scripts/ref-wpm.sh. Kept
+// apart from Variants, which the decoder tests run; Variant and braid
+// genmodel --variant take both.
+var EncoderVariants = map[string]Config{
+	// BERT (BGE, MiniLM) shape: learned positions, separate q/k/v, GELU,
+	// mean pooling.
+	"bert-mean": {Arch: "bert", Layers: 2, Embd: 64, FF: 128, Heads: 4, Vocab: 200, Context: 64, Pooling: 1, Seed: 2921},
+	// [CLS] pooling, three heads of 32, one token type.
+	"bert-cls": {Arch: "bert", Layers: 3, Embd: 96, FF: 160, Heads: 3, Vocab: 180, Context: 48, Pooling: 2, TokenTypes: 1, Seed: 2922},
+	// nomic-bert: rotary, fused q|k|v, SwiGLU; last-token pooling.
+	"nomic-bert-last": {Arch: "nomic-bert", Layers: 2, Embd: 64, FF: 96, Heads: 2, Vocab: 200, Context: 64, Pooling: 3, Seed: 2923},
+}
+
+// EncoderVariantNames lists the EncoderVariants, sorted.
+func EncoderVariantNames() []string {
+	names := make([]string, 0, len(EncoderVariants))
+	for n := range EncoderVariants {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
 // VariantNames lists the Variants, sorted.
 func VariantNames() []string {
 	names := make([]string, 0, len(Variants))
@@ -67,7 +93,10 @@ func VariantNames() []string {
 func Variant(name, typ string) (Config, error) {
 	c, ok := Variants[name]
 	if !ok {
-		return Config{}, fmt.Errorf("modelgen: no variant %q (known: %s)", name, strings.Join(VariantNames(), ", "))
+		c, ok = EncoderVariants[name]
+	}
+	if !ok {
+		return Config{}, fmt.Errorf("modelgen: no variant %q (known: %s)", name, strings.Join(append(VariantNames(), EncoderVariantNames()...), ", "))
 	}
 	t, rule, err := Mix(typ)
 	if err != nil {

@@ -317,3 +317,63 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 		"usage": map[string]int{"prompt_tokens": total, "total_tokens": total},
 	})
 }
+
+// EncoderEmbedder serves an encoder model (BERT and the like): one
+// input at a time, pooled and normalised as the model's pooling_type says.
+// Requests take turns.
+type EncoderEmbedder struct {
+	mu   sync.Mutex
+	enc  *model.Encoder
+	pool *kernels.Pool
+}
+
+// NewEncoderEmbedder binds the encoder in f, running on threads threads.
+func NewEncoderEmbedder(f *gguf.Model, threads int) (*EncoderEmbedder, error) {
+	pool := kernels.NewPool(max(threads, 1))
+	enc, err := model.NewEncoder(f, pool)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &EncoderEmbedder{enc: enc, pool: pool}, nil
+}
+
+// Config is the encoder's shape and pooling.
+func (e *EncoderEmbedder) Config() model.EncoderConfig { return e.enc.Cfg }
+
+// Dim is the embedding width.
+func (e *EncoderEmbedder) Dim() int { return e.enc.Cfg.Embd }
+
+// MaxTokens is the encoder's context (its position table's length).
+func (e *EncoderEmbedder) MaxTokens() int { return e.enc.Cfg.Context }
+
+// Embed runs each input through the encoder.
+func (e *EncoderEmbedder) Embed(ctx context.Context, inputs [][]int32) ([][]float32, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.pool == nil {
+		return nil, fmt.Errorf("%w: the encoder is closed", ErrNoEmbeddings)
+	}
+	out := make([][]float32, len(inputs))
+	for i, ids := range inputs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		v, err := e.enc.Embed(ids)
+		if err != nil {
+			return nil, fmt.Errorf("input %d: %w", i, err)
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+// Close frees the encoder's threads.
+func (e *EncoderEmbedder) Close() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.pool != nil {
+		e.pool.Close()
+		e.pool = nil
+	}
+}

@@ -27,14 +27,14 @@ func (s *Server) routeExtra(mux *http.ServeMux) {
 	mux.HandleFunc("/tokenize", s.auth(s.handleTokenize))
 	mux.HandleFunc("/detokenize", s.auth(s.handleDetokenize))
 	mux.HandleFunc("/props", s.auth(s.handleProps))
-	mux.HandleFunc("/slots", s.auth(s.handleSlots))
-	mux.HandleFunc("/completion", s.auth(s.handleNativeCompletion))
-	mux.HandleFunc("/completions", s.auth(s.handleNativeCompletion))
+	mux.HandleFunc("/slots", s.auth(s.generative(s.handleSlots)))
+	mux.HandleFunc("/completion", s.auth(s.generative(s.handleNativeCompletion)))
+	mux.HandleFunc("/completions", s.auth(s.generative(s.handleNativeCompletion)))
 	mux.HandleFunc("/v1/embeddings", s.auth(s.handleEmbeddings))
 	mux.HandleFunc("/embeddings", s.auth(s.handleEmbeddings))
-	mux.HandleFunc("/v1/responses", s.auth(s.handleResponses))
-	mux.HandleFunc("/v1/responses/{id}", s.auth(s.handleResponseByID))
-	mux.HandleFunc("/cluster", s.auth(s.handleCluster))
+	mux.HandleFunc("/v1/responses", s.auth(s.generative(s.handleResponses)))
+	mux.HandleFunc("/v1/responses/{id}", s.auth(s.generative(s.handleResponseByID)))
+	mux.HandleFunc("/cluster", s.auth(s.generative(s.handleCluster)))
 	web := s.handleWeb
 	if s.cfg.NoWeb {
 		web = func(w http.ResponseWriter, r *http.Request) {
@@ -178,7 +178,7 @@ func (s *Server) generationSettings(b *Backend) map[string]any {
 	if d.SeedSet {
 		p["seed"] = d.Params.Seed
 	}
-	return map[string]any{"n_ctx": b.Sched.Config().Context, "params": p}
+	return map[string]any{"n_ctx": b.contextLen(), "params": p}
 }
 
 // round32 is a float32 as the float64 it is written as (0.05, not
@@ -196,7 +196,10 @@ func (s *Server) handleProps(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	cfg := b.Sched.Config()
+	var cfg engine.SchedulerConfig
+	if b.Sched != nil {
+		cfg = b.Sched.Config()
+	}
 	tokText := func(id int32) string {
 		if id < 0 {
 			return ""

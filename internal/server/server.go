@@ -98,6 +98,10 @@ type Backend struct {
 	// Embed computes embeddings for /v1/embeddings; nil refuses them
 	// (embeddings.go).
 	Embed Embedder
+	// Encoder marks an embedding model (BERT and the like): Sched is nil,
+	// Embed serves /v1/embeddings, and the generation endpoints answer 400
+	// model_not_generative.
+	Encoder bool
 	// Cluster describes the ranks for /cluster and the web page; nil on
 	// one node (web.go).
 	Cluster *ClusterInfo
@@ -211,17 +215,54 @@ func (s *Server) SetUnavailable(reason string) {
 func (s *Server) state() (*Backend, string) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if s.notReady == "" && s.backend != nil && !s.backend.Sched.Running() {
+	if s.notReady == "" && s.backend != nil && s.backend.Sched != nil && !s.backend.Sched.Running() {
 		return s.backend, "scheduler is not running"
 	}
 	return s.backend, s.notReady
 }
 
+// errNotGenerative is the answer of a generation endpoint on an encoder.
+func errNotGenerative() *apiError {
+	return &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "model_not_generative",
+		Message: "this model is an encoder (embeddings only): it does not generate text; use /v1/embeddings"}
+}
+
+// generative wraps an endpoint that needs a generative model: on an
+// encoder it answers 400 model_not_generative before reading the request.
+func (s *Server) generative(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if b, _ := s.state(); b != nil && b.Encoder {
+			writeError(w, errNotGenerative())
+			return
+		}
+		h(w, r)
+	}
+}
+
+// contextLen is one sequence's context: the scheduler's, or an encoder's
+// longest input.
+func (b *Backend) contextLen() int {
+	if b.Sched == nil {
+		if b.Embed != nil {
+			return b.Embed.MaxTokens()
+		}
+		return 0
+	}
+	return b.Sched.Config().Context
+}
+
+func (b *Backend) degraded() string {
+	if b.Sched == nil {
+		return ""
+	}
+	return b.Sched.Degraded()
+}
+
 // Handler is the HTTP API.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/v1/chat/completions", s.auth(s.handleChatBatch))
-	mux.HandleFunc("/v1/completions", s.auth(s.handleCompletionBatch))
+	mux.HandleFunc("/v1/chat/completions", s.auth(s.generative(s.handleChatBatch)))
+	mux.HandleFunc("/v1/completions", s.auth(s.generative(s.handleCompletionBatch)))
 	mux.HandleFunc("/v1/models", s.auth(s.handleModels))
 	mux.HandleFunc("/models", s.auth(s.handleModels))
 	mux.HandleFunc("/health", s.handleHealth)
@@ -339,7 +380,7 @@ func (s *Server) health() health {
 	// Degraded does not turn requests away (a step re-forms a cluster
 	// whose rank is back, as the scheduler's Heal does between requests),
 	// but a balancer should send them elsewhere meanwhile.
-	if d := b.Sched.Degraded(); d != "" {
+	if d := b.degraded(); d != "" {
 		return health{Status: "degraded", Reason: d}
 	}
 	if s.draining.Load() {
@@ -406,7 +447,7 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 	m := map[string]any{"id": s.cfg.Model, "aliases": aliases, "tags": tags, "object": "model", "created": s.created, "owned_by": "braid"}
 	if b, why := s.state(); b != nil && why == "" {
 		meta := map[string]any{"tool_call_format": b.tools.String(), "reasoning_format": b.reasoning.String(),
-			"n_vocab": b.Vocab, "n_ctx": b.Sched.Config().Context}
+			"n_vocab": b.Vocab, "n_ctx": b.contextLen()}
 		for k, v := range b.Meta {
 			meta[k] = v
 		}

@@ -16,7 +16,7 @@ func (t *Tokenizer) piece(id int32) string {
 	case a&(attrUnknown|attrControl|attrUserDefined) != 0:
 		return text
 	case a&attrNormal != 0:
-		if t.spm {
+		if t.spm || t.wpm {
 			return strings.ReplaceAll(text, "\u2581", " ")
 		}
 		return decodeByteText(text)
@@ -117,7 +117,9 @@ func (t *Tokenizer) DecodeWith(ids []int32, o DecodeOptions) string {
 		removeSpace = false
 		b = append(b, p...)
 	}
-	if t.pre != nil && t.pre.clean && !o.NoCleanSpaces {
+	// WordPiece cleans its spaces too (llama.cpp's clean_spaces is on for
+	// WPM).
+	if (t.wpm || t.pre != nil && t.pre.clean) && !o.NoCleanSpaces {
 		b = cleanSpaces(b)
 	}
 	return string(b)

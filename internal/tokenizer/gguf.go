@@ -9,7 +9,7 @@ import (
 // VocabFromGGUF reads the tokenizer.ggml.* metadata of m into a Vocab,
 // filling in the defaults llama.cpp assumes for keys a file leaves out.
 func VocabFromGGUF(m *gguf.Model) (*Vocab, error) {
-	v := &Vocab{EOT: -1, EOM: -1, UNK: -1, PAD: -1}
+	v := &Vocab{EOT: -1, EOM: -1, UNK: -1, PAD: -1, SEP: -1}
 	var ok bool
 	if v.Model, ok = m.String("tokenizer.ggml.model"); !ok {
 		return nil, fmt.Errorf("tokenizer: no tokenizer.ggml.model in model file")
@@ -33,6 +33,12 @@ func VocabFromGGUF(m *gguf.Model) (*Vocab, error) {
 	case "llama":
 		v.BOS, v.EOS, v.UNK = 1, 2, 0
 		v.AddBOS, v.AddSpacePrefix = true, true
+	case "bert":
+		// llama.cpp's WPM defaults: BERT's uncased ids. A file's
+		// tokenizer.ggml.cls_token_id is not read (llama.cpp does not):
+		// [CLS] is the BOS token.
+		v.BOS, v.EOS, v.UNK, v.SEP, v.PAD = 101, -1, 100, 102, 0
+		v.AddBOS = true
 	case "gpt2":
 		if v.Merges, ok = m.Strings("tokenizer.ggml.merges"); !ok {
 			return nil, fmt.Errorf("tokenizer: no tokenizer.ggml.merges in BPE model file")
@@ -62,6 +68,8 @@ func VocabFromGGUF(m *gguf.Model) (*Vocab, error) {
 		{"tokenizer.ggml.eom_token_id", &v.EOM},
 		{"tokenizer.ggml.unknown_token_id", &v.UNK},
 		{"tokenizer.ggml.padding_token_id", &v.PAD},
+		// llama.cpp's key, misspelt as it is in every GGUF.
+		{"tokenizer.ggml.seperator_token_id", &v.SEP},
 	} {
 		if int64(*k.id) >= int64(n) {
 			*k.id = -1
@@ -76,6 +84,16 @@ func VocabFromGGUF(m *gguf.Model) (*Vocab, error) {
 	}
 	if b, ok := m.Bool("tokenizer.ggml.add_eos_token"); ok {
 		v.AddEOS = b
+	}
+	// BertNormalizer: lowercase by default, accents stripped when lowercasing
+	// unless the file says otherwise, as llama.cpp reads them.
+	v.Lowercase = true
+	if b, ok := m.Bool("tokenizer.ggml.normalizer.lowercase"); ok {
+		v.Lowercase = b
+	}
+	v.StripAccents = v.Lowercase
+	if b, ok := m.Bool("tokenizer.ggml.normalizer.strip_accents"); ok {
+		v.StripAccents = b
 	}
 	return v, nil
 }

@@ -1,8 +1,8 @@
 // Package tokenizer turns text into token ids and back the way llama.cpp
 // does for a GGUF model: SentencePiece-style vocabularies
-// (tokenizer.ggml.model = "llama") and byte-level BPE ("gpt2") with the
-// pre-tokenizer named by tokenizer.ggml.pre. The ids are meant to be
-// identical to llama.cpp's llama_tokenize, so a prompt costs the same tokens
+// (tokenizer.ggml.model = "llama"), byte-level BPE ("gpt2") with the
+// pre-tokenizer named by tokenizer.ggml.pre, and BERT's WordPiece ("bert").
+// The ids are meant to be identical to llama.cpp's llama_tokenize, so a prompt costs the same tokens
 // and a cached prefix matches across implementations.
 package tokenizer
 
@@ -42,8 +42,8 @@ const (
 // (tokenizer.ggml.*). New takes the fields literally; FromGGUF fills in
 // llama.cpp's defaults for keys a file leaves out.
 type Vocab struct {
-	// Model is tokenizer.ggml.model: "llama" (SentencePiece) or "gpt2"
-	// (byte-level BPE).
+	// Model is tokenizer.ggml.model: "llama" (SentencePiece), "gpt2"
+	// (byte-level BPE) or "bert" (WordPiece).
 	Model string
 	// Pre is tokenizer.ggml.pre, the BPE pre-tokenizer; ignored for "llama".
 	Pre string
@@ -58,9 +58,16 @@ type Vocab struct {
 	Merges []string
 	// Special token ids; -1 means none. EOT and EOM of -1 are looked up by
 	// their usual texts, as llama.cpp does.
-	BOS, EOS, EOT, EOM, UNK, PAD int32
-	// AddBOS and AddEOS say whether Encode with addSpecial adds them.
+	// SEP is WordPiece's separator ([SEP]); BERT's BOS is its [CLS].
+	BOS, EOS, EOT, EOM, UNK, PAD, SEP int32
+	// AddBOS and AddEOS say whether Encode with addSpecial adds them. A
+	// WordPiece vocabulary ignores both: llama.cpp's WPM tokenizer adds
+	// [CLS] (BOS) and [SEP] with add_special whatever the file says
+	// (tokenizer.ggml.add_bos_token / add_sep_token), and so does braid.
 	AddBOS, AddEOS bool
+	// Lowercase and StripAccents are WordPiece's BertNormalizer options
+	// (tokenizer.ggml.normalizer.*).
+	Lowercase, StripAccents bool
 	// AddSpacePrefix prepends a space to SentencePiece text (and strips it
 	// again when decoding).
 	AddSpacePrefix bool
@@ -70,6 +77,7 @@ type Vocab struct {
 // concurrent use.
 type Tokenizer struct {
 	spm    bool
+	wpm    bool
 	pre    *preTokenizer
 	tokens []string
 	scores []float32
@@ -85,9 +93,16 @@ type Tokenizer struct {
 
 	bos, eos, eot, eom, unk, pad int32
 	addBOS, addEOS, addSpace     bool
-	eog                          map[int32]bool
-	special                      []int32 // control, user-defined and unknown tokens, longest first
-	pieces                       []string
+
+	// WordPiece: the separator, the normalizer and the longest token in
+	// bytes (bounds the greedy match).
+	sep                     int32
+	lowercase, stripAccents bool
+	maxTokLen               int
+
+	eog     map[int32]bool
+	special []int32 // control, user-defined and unknown tokens, longest first
+	pieces  []string
 
 	scratch sync.Pool
 }
@@ -121,10 +136,15 @@ func New(v *Vocab) (*Tokenizer, error) {
 		addBOS:   v.AddBOS,
 		addEOS:   v.AddEOS,
 		addSpace: v.AddSpacePrefix,
+		sep:      v.SEP,
 	}
 	switch v.Model {
 	case "llama":
 		t.spm = true
+	case "bert":
+		t.wpm = true
+		t.addBOS, t.addEOS, t.addSpace = true, false, false
+		t.lowercase, t.stripAccents = v.Lowercase, v.StripAccents
 	case "gpt2":
 		pre, err := lookupPre(v.Pre)
 		if err != nil {
@@ -169,10 +189,13 @@ func New(v *Vocab) (*Tokenizer, error) {
 		}
 		t.attrs[i] = a
 	}
-	for _, id := range []*int32{&t.bos, &t.eos, &t.eot, &t.eom, &t.unk, &t.pad} {
+	for _, id := range []*int32{&t.bos, &t.eos, &t.eot, &t.eom, &t.unk, &t.pad, &t.sep} {
 		if *id >= int32(n) || *id < 0 {
 			*id = -1
 		}
+	}
+	if t.wpm && t.bos < 0 {
+		return nil, fmt.Errorf("tokenizer: bert vocabulary has no [CLS] token (tokenizer.ggml.bos_token_id, default 101, of %d tokens)", n)
 	}
 	if t.addBOS && t.bos < 0 {
 		return nil, fmt.Errorf("tokenizer: add_bos_token is set but there is no BOS token")
@@ -180,9 +203,17 @@ func New(v *Vocab) (*Tokenizer, error) {
 	if t.addEOS && t.eos < 0 {
 		return nil, fmt.Errorf("tokenizer: add_eos_token is set but there is no EOS token")
 	}
-	if t.spm {
+	if t.wpm && t.sep < 0 {
+		return nil, fmt.Errorf("tokenizer: bert vocabulary has no separator token (tokenizer.ggml.seperator_token_id, default 102, of %d tokens)", n)
+	}
+	switch {
+	case t.spm:
 		t.initSPM()
-	} else {
+	case t.wpm:
+		for _, s := range t.tokens {
+			t.maxTokLen = max(t.maxTokLen, len(s))
+		}
+	default:
 		t.initBPE(v.Merges)
 	}
 	t.initSpecial(v)
@@ -395,15 +426,21 @@ func (t *Tokenizer) Encode(text string, addSpecial, parseSpecial bool) []int32 {
 			prevSpecial = true
 			continue
 		}
-		if t.spm {
+		switch {
+		case t.spm:
 			out = t.encodeSPM(sc, text[f.s:f.e], t.addSpace && prevSpecial, out)
-		} else {
+		case t.wpm:
+			out = t.encodeWPM(sc, text[f.s:f.e], out)
+		default:
 			out = t.encodeBPE(sc, text[f.s:f.e], out)
 		}
 		prevSpecial = false
 	}
 	if addSpecial && t.addEOS {
 		out = append(out, t.eos)
+	}
+	if addSpecial && t.wpm {
+		out = append(out, t.sep)
 	}
 	return out
 }
@@ -419,6 +456,9 @@ func (t *Tokenizer) EOT() int32 { return t.eot }
 
 // UNK returns the unknown token id, or -1.
 func (t *Tokenizer) UNK() int32 { return t.unk }
+
+// SEP returns WordPiece's separator token id, or -1.
+func (t *Tokenizer) SEP() int32 { return t.sep }
 
 // PAD returns the padding token id, or -1.
 func (t *Tokenizer) PAD() int32 { return t.pad }
@@ -467,17 +507,20 @@ func (t *Tokenizer) IsControl(id int32) bool {
 	return id >= 0 && int(id) < len(t.attrs) && t.attrs[id]&attrControl != 0
 }
 
-// Model returns "spm" or "bpe".
+// Model returns "spm", "bpe" or "wpm".
 func (t *Tokenizer) Model() string {
-	if t.spm {
+	switch {
+	case t.spm:
 		return "spm"
+	case t.wpm:
+		return "wpm"
 	}
 	return "bpe"
 }
 
 // PreName returns the pre-tokenizer in use: "default" when a BPE file names
 // none (llama.cpp falls back the same way, with a warning about quality),
-// and "" for SentencePiece, which has none.
+// and "" for SentencePiece and WordPiece, which have none.
 func (t *Tokenizer) PreName() string {
 	if t.pre == nil {
 		return ""

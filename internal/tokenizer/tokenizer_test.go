@@ -201,3 +201,19 @@ func TestGoldenQwen35(t *testing.T) {
 	}
 	t.Logf("golden: %s", runGolden(t, "qwen35"))
 }
+
+// TestGoldenBertBGE checks WordPiece (tokenizer.ggml.model = bert) against
+// llama.cpp's models/ggml-vocab-bert-bge.gguf.inp/.out, which ../shared does
+// not carry: read from $BRAID_LLAMACPP_MODELS (a llama.cpp source tree's
+// models/ folder), skipped naming it when unset.
+func TestGoldenBertBGE(t *testing.T) {
+	if path, tried := findVocab("bert-bge"); path == "" {
+		t.Skipf("bert-bge vocab not available: looked for %s; set %s to the models/ folder of a llama.cpp source tree (it ships ggml-vocab-bert-bge.gguf with .inp/.out)",
+			strings.Join(tried, ", "), llamaModelsEnv)
+	}
+	tk := loadVocab(t, "bert-bge")
+	if got := tk.Model(); got != "wpm" {
+		t.Fatalf("model %q, want wpm", got)
+	}
+	t.Logf("golden: %s", runGolden(t, "bert-bge"))
+}
