@@ -173,7 +173,7 @@ func ReadEncoderConfig(m *gguf.Model) (*EncoderConfig, error) {
 
 // encoderLayer is one encoder block's weights.
 type encoderLayer struct {
-	q, k, v, qkv, o      kernels.Matrix
+	q, k, v, o           kernels.Matrix
 	qb, kb, vb, ob       []float32
 	attnNormW, attnNormB []float32
 	up, gate, down       kernels.Matrix
@@ -181,10 +181,14 @@ type encoderLayer struct {
 	outNormW, outNormB   []float32
 }
 
-// Encoder is a loaded encoder. It is not safe for concurrent use.
+// Encoder is a loaded encoder, or one rank's shard of it. It is not safe
+// for concurrent use.
 type Encoder struct {
 	Cfg    EncoderConfig
 	pool   *kernels.Pool
+	sh     Shard
+	comm   Comm
+	stage  StageLink
 	embed  *gguf.Tensor
 	row    int64
 	types  []float32 // token type 0's row, or nil
@@ -194,19 +198,71 @@ type Encoder struct {
 	layers []encoderLayer
 }
 
-// NewEncoder binds an encoder's weights (views of the mapped file).
-func NewEncoder(f *gguf.Model, pool *kernels.Pool) (*Encoder, error) {
+// shape is the decoder Config of the encoder's shape: what the splitter
+// and the binder's helpers read (heads, KV heads as many, FFN width).
+func (c *EncoderConfig) shape() *Config {
+	return &Config{Arch: c.Arch, Layers: c.Layers, Embd: c.Embd, FF: c.FF, Heads: c.Heads, KVHeads: c.Heads, HeadDim: c.HeadDim, Vocab: c.Vocab}
+}
+
+// EncoderSplit cuts an encoder into tp x pp shards as Split cuts a decoder:
+// stages of whole layers, and inside a stage each rank's attention heads
+// (q, k, v column-parallel, attn_output row-parallel) and FFN columns (up
+// and gate column-parallel, down row-parallel), cut on the blocks of the
+// row-parallel weights. weights are --tensor-split's (nil: even).
+func EncoderSplit(f *gguf.Model, tp, pp int, weights []float64) ([]Shard, error) {
 	c, err := ReadEncoderConfig(f)
 	if err != nil {
 		return nil, err
 	}
-	// The binder's helpers want a decoder Config and a Shard: an encoder is
-	// always whole, so a full shard of a Config of the same shape.
-	dc := &Config{Arch: c.Arch, Layers: c.Layers, Embd: c.Embd, FF: c.FF, Heads: c.Heads, KVHeads: c.Heads, HeadDim: c.HeadDim, Vocab: c.Vocab}
+	dc := c.shape()
+	return Split(dc, ColumnBlocks(f, dc), tp, pp, weights)
+}
+
+// EncoderOptions say which part of an encoder a rank runs; the zero value
+// is the whole encoder on one rank.
+type EncoderOptions struct {
+	// Shard is this rank's part (EncoderSplit); nil is the whole.
+	Shard *Shard
+	// Comm joins the ranks of a stage (Single when nil).
+	Comm Comm
+	// Stage carries the hidden states between stages (needed when the
+	// encoder has more than one stage).
+	Stage StageLink
+}
+
+// NewEncoder binds a whole encoder's weights (views of the mapped file).
+func NewEncoder(f *gguf.Model, pool *kernels.Pool) (*Encoder, error) {
+	return NewEncoderShard(f, pool, EncoderOptions{})
+}
+
+// NewEncoderShard binds one rank's part of an encoder.
+func NewEncoderShard(f *gguf.Model, pool *kernels.Pool, opt EncoderOptions) (*Encoder, error) {
+	c, err := ReadEncoderConfig(f)
+	if err != nil {
+		return nil, err
+	}
+	dc := c.shape()
 	sh := FullShard(dc)
+	if opt.Shard != nil {
+		sh = *opt.Shard
+		if err := sh.Validate(dc); err != nil {
+			return nil, err
+		}
+	}
+	comm := opt.Comm
+	if comm == nil {
+		comm = Single{}
+	}
+	if comm.Size() != sh.TPSize {
+		return nil, fmt.Errorf("model: encoder shard %s in a tensor-parallel group of %d", sh.String(), comm.Size())
+	}
+	if (sh.First > 0 || sh.Last < c.Layers) && opt.Stage == nil {
+		return nil, fmt.Errorf("model: encoder shard %s is one stage of several and has no stage link", sh.String())
+	}
 	b := &binder{m: f, c: dc, sh: &sh}
-	E, F := c.Embd, c.FF
-	e := &Encoder{Cfg: *c, pool: pool}
+	E, F, D := c.Embd, c.FF, c.HeadDim
+	e := &Encoder{Cfg: *c, pool: pool, sh: sh, comm: comm, stage: opt.Stage}
+	hlo, hhi := sh.HeadLo*D, sh.HeadHi*D // this rank's q, k, v values
 	if e.embed = b.tensor("token_embd.weight", false, E, c.Vocab); e.embed != nil {
 		e.row, _ = e.embed.Type.RowBytes(int64(E))
 	}
@@ -226,37 +282,41 @@ func NewEncoder(f *gguf.Model, pool *kernels.Pool) (*Encoder, error) {
 	}
 	e.normW = b.norm("token_embd_norm.weight", E)
 	e.normB = b.norm("token_embd_norm.bias", E)
-	e.layers = make([]encoderLayer, c.Layers)
-	for l := range e.layers {
-		L := &e.layers[l]
-		if c.nomic || b.has(blk(l, "attn_qkv.weight")) {
-			L.qkv = b.replicated(blk(l, "attn_qkv.weight"), E, 3*E)
-			if b.has(blk(l, "attn_qkv.bias")) {
-				qkvB := b.vector(blk(l, "attn_qkv.bias"), 3*E, false, 0, 3*E)
-				if qkvB != nil {
-					L.qb, L.kb, L.vb = qkvB[:E], qkvB[E:2*E], qkvB[2*E:]
-				}
+	e.layers = make([]encoderLayer, sh.Last-sh.First)
+	for i := range e.layers {
+		l, L := sh.First+i, &e.layers[i]
+		if name := blk(l, "attn_qkv.weight"); c.nomic || b.has(name) {
+			// The fused q|k|v rows: this rank's heads of each third.
+			if t := b.tensor(name, false, E, 3*E); t != nil {
+				L.q = b.rowsOf(name, t.Type, t.Data, E, hlo, hhi)
+				L.k = b.rowsOf(name, t.Type, t.Data, E, E+hlo, E+hhi)
+				L.v = b.rowsOf(name, t.Type, t.Data, E, 2*E+hlo, 2*E+hhi)
+			}
+			if bn := blk(l, "attn_qkv.bias"); b.has(bn) {
+				L.qb = b.vector(bn, 3*E, false, hlo, hhi)
+				L.kb = b.vector(bn, 3*E, false, E+hlo, E+hhi)
+				L.vb = b.vector(bn, 3*E, false, 2*E+hlo, 2*E+hhi)
 			}
 		} else {
-			L.q = b.replicated(blk(l, "attn_q.weight"), E, E)
-			L.k = b.replicated(blk(l, "attn_k.weight"), E, E)
-			L.v = b.replicated(blk(l, "attn_v.weight"), E, E)
+			L.q = b.column(blk(l, "attn_q.weight"), E, E, hlo, hhi)
+			L.k = b.column(blk(l, "attn_k.weight"), E, E, hlo, hhi)
+			L.v = b.column(blk(l, "attn_v.weight"), E, E, hlo, hhi)
+			L.qb = b.vector(blk(l, "attn_q.bias"), E, true, hlo, hhi)
+			L.kb = b.vector(blk(l, "attn_k.bias"), E, true, hlo, hhi)
+			L.vb = b.vector(blk(l, "attn_v.bias"), E, true, hlo, hhi)
 		}
-		if L.qb == nil {
-			L.qb = b.vector(blk(l, "attn_q.bias"), E, true, 0, E)
-			L.kb = b.vector(blk(l, "attn_k.bias"), E, true, 0, E)
-			L.vb = b.vector(blk(l, "attn_v.bias"), E, true, 0, E)
-		}
-		L.o = b.replicated(blk(l, "attn_output.weight"), E, E)
+		// Row-parallel: partial sums, added up across the stage's ranks;
+		// the biases after the sum, on every rank alike.
+		L.o = b.row(blk(l, "attn_output.weight"), E, E, hlo, hhi)
 		L.ob = b.vector(blk(l, "attn_output.bias"), E, true, 0, E)
 		L.attnNormW = b.norm(blk(l, "attn_output_norm.weight"), E)
 		L.attnNormB = b.norm(blk(l, "attn_output_norm.bias"), E)
-		L.up = b.replicated(blk(l, "ffn_up.weight"), E, F)
-		L.down = b.replicated(blk(l, "ffn_down.weight"), F, E)
+		L.up = b.column(blk(l, "ffn_up.weight"), E, F, sh.FFLo, sh.FFHi)
+		L.down = b.row(blk(l, "ffn_down.weight"), F, E, sh.FFLo, sh.FFHi)
 		if c.nomic {
-			L.gate = b.replicated(blk(l, "ffn_gate.weight"), E, F)
+			L.gate = b.column(blk(l, "ffn_gate.weight"), E, F, sh.FFLo, sh.FFHi)
 		} else {
-			L.upB = b.vector(blk(l, "ffn_up.bias"), F, true, 0, F)
+			L.upB = b.vector(blk(l, "ffn_up.bias"), F, true, sh.FFLo, sh.FFHi)
 			L.downB = b.vector(blk(l, "ffn_down.bias"), E, true, 0, E)
 		}
 		L.outNormW = b.norm(blk(l, "layer_output_norm.weight"), E)
@@ -309,10 +369,14 @@ func addBias(x []float32, n int, bias []float32) {
 }
 
 // Hidden returns the final hidden state of every token of one input
-// [len(tokens) x Embd].
+// [len(tokens) x Embd]. On a shard, every rank of every stage is called
+// with the same tokens: the first stage embeds them, a later one receives
+// the hidden states from the stage before, every stage but the last sends
+// them on and returns nil; the ranks of a stage add their partial sums up
+// after attn_output and ffn_down.
 func (e *Encoder) Hidden(tokens []int32) ([]float32, error) {
-	c := &e.Cfg
-	n, E, F, H, D := len(tokens), c.Embd, c.FF, c.Heads, c.HeadDim
+	c, sh := &e.Cfg, &e.sh
+	n, E, D := len(tokens), c.Embd, c.HeadDim
 	if n == 0 {
 		return nil, fmt.Errorf("model: an encoder input needs at least one token")
 	}
@@ -320,27 +384,15 @@ func (e *Encoder) Hidden(tokens []int32) ([]float32, error) {
 		return nil, fmt.Errorf("model: %d tokens: the encoder takes at most %d (%s.context_length)", n, c.Context, c.Arch)
 	}
 	x := make([]float32, n*E)
-	tmp := make([]float32, E)
-	for i, t := range tokens {
-		if t < 0 || int(t) >= c.Vocab {
-			return nil, fmt.Errorf("%w: token %d at index %d is outside the vocabulary of %d", ErrBadBatch, t, i, c.Vocab)
+	if sh.First == 0 {
+		if err := e.embedTokens(tokens, x); err != nil {
+			return nil, err
 		}
-		row := x[i*E : (i+1)*E]
-		if err := quant.Dequantize(e.embed.Type, e.embed.Data[int64(t)*e.row:int64(t+1)*e.row], row); err != nil {
-			return nil, fmt.Errorf("model: embedding of token %d: %w", t, err)
-		}
-		if e.types != nil {
-			kernels.Add(row, e.types)
-		}
-		if e.pos != nil {
-			rb, _ := e.pos.Type.RowBytes(int64(E))
-			if err := quant.Dequantize(e.pos.Type, e.pos.Data[int64(i)*rb:int64(i+1)*rb], tmp); err != nil {
-				return nil, fmt.Errorf("model: position embedding %d: %w", i, err)
-			}
-			kernels.Add(row, tmp)
-		}
-		layerNorm(row, e.normW, e.normB, c.NormEps)
+	} else if err := e.stage.Recv(x); err != nil {
+		return nil, fmt.Errorf("model: encoder stage of layers %d-%d receiving: %w", sh.First, sh.Last-1, err)
 	}
+	H, F := sh.HeadHi-sh.HeadLo, sh.FFHi-sh.FFLo // this rank's heads and FFN columns
+	Eh := H * D
 	var cos, sin []float32
 	if c.nomic {
 		half := c.Rope.Dims / 2
@@ -349,72 +401,70 @@ func (e *Encoder) Hidden(tokens []int32) ([]float32, error) {
 			c.Rope.CosSin(i, cos[i*half:(i+1)*half], sin[i*half:(i+1)*half])
 		}
 	}
-	q, k, v := make([]float32, n*E), make([]float32, n*E), make([]float32, n*E)
-	qkv := []float32(nil)
-	if c.nomic || e.layers[0].qkv.Rows > 0 {
-		qkv = make([]float32, n*3*E)
-	}
-	att, out := make([]float32, n*E), make([]float32, n*E)
+	q, k, v := make([]float32, n*Eh), make([]float32, n*Eh), make([]float32, n*Eh)
+	att, out := make([]float32, n*Eh), make([]float32, n*E)
 	up, gate := make([]float32, n*F), make([]float32, n*F)
 	scale := float32(1 / math.Sqrt(float64(D)))
-	for l := range e.layers {
-		L := &e.layers[l]
-		if L.qkv.Rows > 0 {
-			e.pool.MatMul(qkv, &L.qkv, x, n)
-			for i := 0; i < n; i++ {
-				r := qkv[i*3*E : (i+1)*3*E]
-				copy(q[i*E:(i+1)*E], r[:E])
-				copy(k[i*E:(i+1)*E], r[E:2*E])
-				copy(v[i*E:(i+1)*E], r[2*E:])
-			}
-		} else {
+	for li := range e.layers {
+		L := &e.layers[li]
+		clear(out)
+		if H > 0 {
 			e.pool.MatMulShared(x, n, kernels.MatOut{Dst: q, W: &L.q}, kernels.MatOut{Dst: k, W: &L.k}, kernels.MatOut{Dst: v, W: &L.v})
-		}
-		addBias(q, n, L.qb)
-		addBias(k, n, L.kb)
-		addBias(v, n, L.vb)
-		if c.nomic {
-			half := c.Rope.Dims / 2
-			for i := 0; i < n; i++ {
-				for h := 0; h < H; h++ {
-					c.Rope.Apply(q[i*E+h*D:i*E+(h+1)*D], cos[i*half:(i+1)*half], sin[i*half:(i+1)*half])
-					c.Rope.Apply(k[i*E+h*D:i*E+(h+1)*D], cos[i*half:(i+1)*half], sin[i*half:(i+1)*half])
+			addBias(q, n, L.qb)
+			addBias(k, n, L.kb)
+			addBias(v, n, L.vb)
+			if c.nomic {
+				half := c.Rope.Dims / 2
+				for i := 0; i < n; i++ {
+					for h := 0; h < H; h++ {
+						c.Rope.Apply(q[i*Eh+h*D:i*Eh+(h+1)*D], cos[i*half:(i+1)*half], sin[i*half:(i+1)*half])
+						c.Rope.Apply(k[i*Eh+h*D:i*Eh+(h+1)*D], cos[i*half:(i+1)*half], sin[i*half:(i+1)*half])
+					}
 				}
 			}
+			// Every token attends to every token of the input.
+			e.pool.For(n*H, func(lo, hi int) {
+				scores := make([]float32, n)
+				for it := lo; it < hi; it++ {
+					i, h := it/H, it%H
+					qi := q[i*Eh+h*D : i*Eh+(h+1)*D]
+					for j := 0; j < n; j++ {
+						scores[j] = kernels.DotF32(qi, k[j*Eh+h*D:j*Eh+(h+1)*D]) * scale
+					}
+					kernels.Softmax(scores)
+					o := att[i*Eh+h*D : i*Eh+(h+1)*D]
+					clear(o)
+					for j := 0; j < n; j++ {
+						kernels.AxpyF32(o, scores[j], v[j*Eh+h*D:j*Eh+(h+1)*D])
+					}
+				}
+			})
+			e.pool.MatMul(out, &L.o, att, n)
 		}
-		// Every token attends to every token of the input.
-		e.pool.For(n*H, func(lo, hi int) {
-			scores := make([]float32, n)
-			for it := lo; it < hi; it++ {
-				i, h := it/H, it%H
-				qi := q[i*E+h*D : i*E+(h+1)*D]
-				for j := 0; j < n; j++ {
-					scores[j] = kernels.DotF32(qi, k[j*E+h*D:j*E+(h+1)*D]) * scale
-				}
-				kernels.Softmax(scores)
-				o := att[i*E+h*D : i*E+(h+1)*D]
-				clear(o)
-				for j := 0; j < n; j++ {
-					kernels.AxpyF32(o, scores[j], v[j*E+h*D:j*E+(h+1)*D])
-				}
-			}
-		})
-		e.pool.MatMul(out, &L.o, att, n)
+		if err := e.comm.AllReduceSum(out); err != nil {
+			return nil, fmt.Errorf("model: encoder layer %d attention all-reduce: %w", sh.First+li, err)
+		}
 		addBias(out, n, L.ob)
 		for i := 0; i < n; i++ {
 			row := x[i*E : (i+1)*E]
 			kernels.Add(row, out[i*E:(i+1)*E])
 			layerNorm(row, L.attnNormW, L.attnNormB, c.NormEps)
 		}
-		if c.nomic {
-			e.pool.MatMulShared(x, n, kernels.MatOut{Dst: gate, W: &L.gate}, kernels.MatOut{Dst: up, W: &L.up})
-			e.pool.SwiGLU(up, gate, up)
-		} else {
-			e.pool.MatMul(up, &L.up, x, n)
-			addBias(up, n, L.upB)
-			geluF16(up)
+		clear(out)
+		if F > 0 {
+			if c.nomic {
+				e.pool.MatMulShared(x, n, kernels.MatOut{Dst: gate, W: &L.gate}, kernels.MatOut{Dst: up, W: &L.up})
+				e.pool.SwiGLU(up, gate, up)
+			} else {
+				e.pool.MatMul(up, &L.up, x, n)
+				addBias(up, n, L.upB)
+				geluF16(up)
+			}
+			e.pool.MatMul(out, &L.down, up, n)
 		}
-		e.pool.MatMul(out, &L.down, up, n)
+		if err := e.comm.AllReduceSum(out); err != nil {
+			return nil, fmt.Errorf("model: encoder layer %d FFN all-reduce: %w", sh.First+li, err)
+		}
 		addBias(out, n, L.downB)
 		for i := 0; i < n; i++ {
 			row := x[i*E : (i+1)*E]
@@ -422,13 +472,49 @@ func (e *Encoder) Hidden(tokens []int32) ([]float32, error) {
 			layerNorm(row, L.outNormW, L.outNormB, c.NormEps)
 		}
 	}
+	if sh.Last < c.Layers {
+		if err := e.stage.Send(x); err != nil {
+			return nil, fmt.Errorf("model: encoder stage of layers %d-%d sending: %w", sh.First, sh.Last-1, err)
+		}
+		return nil, nil
+	}
 	return x, nil
 }
 
-// Embed returns the input's pooled hidden state scaled to unit length.
+// embedTokens writes the input's embeddings (token, type 0 and position,
+// layer-normed) into x.
+func (e *Encoder) embedTokens(tokens []int32, x []float32) error {
+	c := &e.Cfg
+	E := c.Embd
+	tmp := make([]float32, E)
+	for i, t := range tokens {
+		if t < 0 || int(t) >= c.Vocab {
+			return fmt.Errorf("%w: token %d at index %d is outside the vocabulary of %d", ErrBadBatch, t, i, c.Vocab)
+		}
+		row := x[i*E : (i+1)*E]
+		if err := quant.Dequantize(e.embed.Type, e.embed.Data[int64(t)*e.row:int64(t+1)*e.row], row); err != nil {
+			return fmt.Errorf("model: embedding of token %d: %w", t, err)
+		}
+		if e.types != nil {
+			kernels.Add(row, e.types)
+		}
+		if e.pos != nil {
+			rb, _ := e.pos.Type.RowBytes(int64(E))
+			if err := quant.Dequantize(e.pos.Type, e.pos.Data[int64(i)*rb:int64(i+1)*rb], tmp); err != nil {
+				return fmt.Errorf("model: position embedding %d: %w", i, err)
+			}
+			kernels.Add(row, tmp)
+		}
+		layerNorm(row, e.normW, e.normB, c.NormEps)
+	}
+	return nil
+}
+
+// Embed returns the input's pooled hidden state scaled to unit length (on
+// a stage other than the last: nil, nil, as Hidden).
 func (e *Encoder) Embed(tokens []int32) ([]float32, error) {
 	x, err := e.Hidden(tokens)
-	if err != nil {
+	if err != nil || x == nil {
 		return nil, err
 	}
 	E, n := e.Cfg.Embd, len(tokens)
