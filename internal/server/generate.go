@@ -110,6 +110,49 @@ type response struct {
 	// Braid is braid's own report (see braidInfo), on the whole reply
 	// or a stream's last chunk.
 	Braid *braidInfo `json:"braid,omitempty"`
+	// Timings are llama-server's, on the whole reply and a stream's last
+	// chunk: the chat UIs written for it show tokens/s from them.
+	Timings *timings `json:"timings,omitempty"`
+}
+
+// timings is llama-server's report of a request's speed: the prompt tokens
+// evaluated (not taken from the cache) and the time to the first token,
+// the tokens generated and the time from the first to the last.
+type timings struct {
+	CacheN              int     `json:"cache_n"`
+	PromptN             int     `json:"prompt_n"`
+	PromptMS            float64 `json:"prompt_ms"`
+	PromptPerTokenMS    float64 `json:"prompt_per_token_ms"`
+	PromptPerSecond     float64 `json:"prompt_per_second"`
+	PredictedN          int     `json:"predicted_n"`
+	PredictedMS         float64 `json:"predicted_ms"`
+	PredictedPerTokenMS float64 `json:"predicted_per_token_ms"`
+	PredictedPerSecond  float64 `json:"predicted_per_second"`
+}
+
+// newTimings computes them from a request's prompt length, its cached
+// tokens, the tokens generated and the times of the request's start, its
+// first token and its last. The generation's rates count the tokens after
+// the first (the first's time is the prompt's).
+func newTimings(prompt, cached, generated int, start, first, last time.Time) *timings {
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	t := &timings{CacheN: cached, PromptN: prompt - cached, PredictedN: generated}
+	if !first.IsZero() {
+		t.PromptMS, t.PredictedMS = ms(first.Sub(start)), ms(last.Sub(first))
+	}
+	rate := func(n int, msv float64) (perTok, perSec float64) {
+		if n <= 0 || msv <= 0 {
+			return 0, 0
+		}
+		return msv / float64(n), float64(n) / msv * 1000
+	}
+	t.PromptPerTokenMS, t.PromptPerSecond = rate(t.PromptN, t.PromptMS)
+	t.PredictedPerTokenMS, t.PredictedPerSecond = rate(generated-1, t.PredictedMS)
+	return t
+}
+
+func (g *generation) timings(res engine.Result) *timings {
+	return newTimings(len(g.j.prompt), res.CachedTokens, g.ntok, g.start, g.first, g.last)
 }
 
 // generation is one request's state while tokens arrive.
@@ -525,6 +568,7 @@ func (s *Server) whole(ctx context.Context, cancel context.CancelFunc, w http.Re
 	}
 	resp.Choices = []choice{c}
 	resp.Usage = g.usage(res)
+	resp.Timings = g.timings(res)
 	if g.forced {
 		resp.Braid = &braidInfo{ClosureForced: true}
 		w.Header().Set(closureHeader, "true")
@@ -678,6 +722,7 @@ func (s *Server) stream(ctx context.Context, cancel context.CancelFunc, w http.R
 		// the usage of every chunk (LangChain's) would count it twice.
 		last.Usage = g.usage(res)
 	}
+	last.Timings = g.timings(res)
 	if g.forced {
 		last.Braid = &braidInfo{ClosureForced: true}
 	}

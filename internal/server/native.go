@@ -484,25 +484,6 @@ func (s *Server) handleNativeCompletion(w http.ResponseWriter, r *http.Request) 
 	if stopType == "word" && len(j.stops) == 1 {
 		stopWord = j.stops[0]
 	}
-	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	promptN := len(ids) - res.CachedTokens
-	promptMS, predMS := 0.0, 0.0
-	if !first.IsZero() {
-		promptMS = ms(first.Sub(start))
-		predMS = ms(last.Sub(first))
-	}
-	perSec := func(n int, msv float64) float64 {
-		if msv <= 0 {
-			return 0
-		}
-		return float64(n) / msv * 1000
-	}
-	perTok := func(n int, msv float64) float64 {
-		if n <= 0 {
-			return 0
-		}
-		return msv / float64(n)
-	}
 	// truncated, as llama-server: a context shift dropped tokens, or the
 	// generation ended because the context was full.
 	truncated := res.Shifts > 0 || finish == "length" && len(ids)+g.ntok >= b.Sched.Config().Context
@@ -511,11 +492,7 @@ func (s *Server) handleNativeCompletion(w http.ResponseWriter, r *http.Request) 
 		"tokens_predicted": g.ntok, "tokens_evaluated": len(ids), "tokens_cached": res.CacheLen,
 		"generation_settings": s.generationParams(b, params, j, req.NPredict),
 		"prompt":              text, "truncated": truncated, "stop_type": stopType, "stopping_word": stopWord, "has_new_line": strings.Contains(content.String(), "\n"),
-		"timings": map[string]any{
-			"cache_n":  res.CachedTokens,
-			"prompt_n": promptN, "prompt_ms": promptMS, "prompt_per_token_ms": perTok(promptN, promptMS), "prompt_per_second": perSec(promptN, promptMS),
-			"predicted_n": g.ntok, "predicted_ms": predMS, "predicted_per_token_ms": perTok(g.ntok-1, predMS), "predicted_per_second": perSec(g.ntok-1, predMS),
-		},
+		"timings": newTimings(len(ids), res.CachedTokens, g.ntok, start, first, last),
 	}
 	if req.ReturnToks || sse == nil {
 		if toks == nil {

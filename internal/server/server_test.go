@@ -164,6 +164,14 @@ type fullResponse struct {
 		Type    string  `json:"type"`
 		Param   *string `json:"param"`
 	} `json:"error"`
+	Timings *struct {
+		CacheN             int     `json:"cache_n"`
+		PromptN            int     `json:"prompt_n"`
+		PromptMS           float64 `json:"prompt_ms"`
+		PredictedN         int     `json:"predicted_n"`
+		PredictedMS        float64 `json:"predicted_ms"`
+		PredictedPerSecond float64 `json:"predicted_per_second"`
+	} `json:"timings"`
 }
 
 func decode(t *testing.T, data []byte) fullResponse {
@@ -691,5 +699,44 @@ func TestShutdown(t *testing.T) {
 	}
 	if _, err := http.Get(ts.url + "/health"); err == nil {
 		t.Error("server still accepting after shutdown")
+	}
+}
+
+// TestTimings: the OpenAI-compatible replies carry llama-server's timings
+// (whole, and on a stream's last chunk) that agree with the usage, for the
+// chat UIs written for llama-server.
+func TestTimings(t *testing.T) {
+	ts := startServer(t, opts{parallel: 1, ctx: 256})
+	for _, c := range []struct{ path, body string }{
+		{"/v1/chat/completions", `{"model":"stories","messages":[{"role":"user","content":"Once upon a time"}],"max_tokens":12,"temperature":0}`},
+		{"/v1/completions", `{"model":"stories","prompt":"Once upon a time","max_tokens":12,"temperature":0}`},
+	} {
+		check := func(what string, r fullResponse) {
+			tm, u := r.Timings, r.Usage
+			if tm == nil || u == nil {
+				t.Fatalf("%s %s: timings %v, usage %v", c.path, what, tm, u)
+			}
+			if tm.PredictedN != u.CompletionTokens || tm.PromptN+tm.CacheN != u.PromptTokens || tm.CacheN != u.PromptTokensDetails.CachedTokens {
+				t.Errorf("%s %s: timings %+v disagree with usage %+v", c.path, what, *tm, *u)
+			}
+			if tm.PromptMS <= 0 || tm.PredictedMS <= 0 || tm.PredictedPerSecond <= 0 {
+				t.Errorf("%s %s: timings %+v: times and rates must be positive", c.path, what, *tm)
+			}
+		}
+		code, data := ts.post(t, c.path, testKey, []byte(c.body))
+		if code != 200 {
+			t.Fatalf("%s: %d %s", c.path, code, data)
+		}
+		check("whole", decode(t, data))
+		resp := ts.stream(t, context.Background(), c.path, strings.Replace(c.body, `"max_tokens"`, `"stream":true,"max_tokens"`, 1))
+		st := readStream(t, resp.Body, nil)
+		resp.Body.Close()
+		last := st.chunks[len(st.chunks)-1]
+		check("streamed", last)
+		for i, ch := range st.chunks[:len(st.chunks)-1] {
+			if ch.Timings != nil {
+				t.Errorf("%s: chunk %d of %d carries timings; the last one only", c.path, i, len(st.chunks))
+			}
+		}
 	}
 }
