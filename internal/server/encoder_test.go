@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -122,9 +123,13 @@ func TestEncoderServe(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode != 200 {
 			t.Errorf("GET %s: %d on an encoder", p, resp.StatusCode)
+		}
+		if p == "/v1/models" && !strings.Contains(string(body), `"capabilities":["embedding"]`) {
+			t.Errorf("GET /v1/models on an encoder: %s, want the embedding capability", body)
 		}
 	}
 }

@@ -445,7 +445,12 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 	aliases := append([]string{}, s.cfg.Aliases...)
 	tags := append([]string{}, s.cfg.Tags...)
 	m := map[string]any{"id": s.cfg.Model, "aliases": aliases, "tags": tags, "object": "model", "created": s.created, "owned_by": "braid"}
+	// ollama's capability names, as llama-server lists them.
+	caps := []string{"completion"}
 	if b, why := s.state(); b != nil && why == "" {
+		if b.Encoder {
+			caps = []string{"embedding"}
+		}
 		meta := map[string]any{"tool_call_format": b.tools.String(), "reasoning_format": b.reasoning.String(),
 			"n_vocab": b.Vocab, "n_ctx": b.contextLen()}
 		for k, v := range b.Meta {
@@ -456,7 +461,7 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 	// "models" is the list in ollama's shape that llama-server adds
 	// beside OpenAI's "data".
 	ollama := map[string]any{"name": s.cfg.Model, "model": s.cfg.Model, "type": "model", "tags": tags,
-		"capabilities": []string{"completion"}, "details": map[string]any{"format": "gguf"}}
+		"capabilities": caps, "details": map[string]any{"format": "gguf"}}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []map[string]any{m}, "models": []map[string]any{ollama}})
 }
 
