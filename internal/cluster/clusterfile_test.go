@@ -9,6 +9,7 @@ const triangle = `# three nodes joined by direct cables
 split = "tensor"          # every rank in one group
 tensor-split = [2, 1, 1.5]
 secret-file = "/etc/braid/secret"
+tls-dir = "/etc/braid/tls"
 model = "/models/m.gguf"
 
 [[rank]]
@@ -32,7 +33,7 @@ func TestParseFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.Split != "tensor" || f.SecretFile != "/etc/braid/secret" || len(f.TensorSplit) != 3 || f.TensorSplit[2] != 1.5 {
+	if f.Split != "tensor" || f.SecretFile != "/etc/braid/secret" || f.TLSDir != "/etc/braid/tls" || len(f.TensorSplit) != 3 || f.TensorSplit[2] != 1.5 {
 		t.Errorf("top-level keys: %+v", f)
 	}
 	if f.LocalModel() != "/data/m # not a comment.gguf" {
@@ -74,6 +75,7 @@ func FuzzParseFile(f *testing.F) {
 	f.Add(triangle)
 	f.Add("[[rank]]\n[[rank]]\naddr = \"127.0.0.1:7000\"\n")
 	f.Add("split = \"tensor=2,layer=2\"\ntensor-split=[1,2,3,4]\n")
+	f.Add("tls-dir = \"/etc/braid/tls\"\nsecret-file = \"/s\"\n[[rank]]\n[[rank]]\naddr = \"h:1\"\n")
 	f.Fuzz(func(t *testing.T, src string) {
 		fl, err := ParseFile(src)
 		if err != nil {
