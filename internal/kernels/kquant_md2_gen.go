@@ -253,21 +253,21 @@ func blockEnd(p func(string, ...any), name string, f md2Format, C int) {
 	p("\tJNZ %s_loop", name)
 }
 
-// rowEnd reduces every column as KQ_REDUCE256 does (Y0 = Y12 + Y11, then
-// halves, pairs, the last two) into dst, and closes the row loop. For
-// Q6_K the row dot's Y11 is zero, and added all the same (it turns a -0
-// sum into +0).
+// rowEnd reduces every column as KQ_REDUCE256 does (Y0 = Y12 + Y11 of
+// the row dot, here Y14 + Y13; then halves, pairs, the last two) into dst,
+// and closes the row loop. For Q6_K the row dot's Y11 is zero, and added
+// all the same (it turns a -0 sum into +0).
 func rowEnd(p func(string, ...any), f md2Format, name string, C int) {
 	p("\tMOVQ AX, CX")
 	if f.q6 {
-		p("\tVXORPS Y11, Y11, Y11")
+		p("\tVXORPS Y13, Y13, Y13")
 	}
 	for c := 0; c < C; c++ {
-		p("\tVMOVUPS %d(BX), Y12", accAt(f, c, 0))
+		p("\tVMOVUPS %d(BX), Y14", accAt(f, c, 0))
 		if !f.q6 {
-			p("\tVMOVUPS %d(BX), Y11", accAt(f, c, 1))
+			p("\tVMOVUPS %d(BX), Y13", accAt(f, c, 1))
 		}
-		p("\tVADDPS Y11, Y12, Y0")
+		p("\tVADDPS Y13, Y14, Y0")
 		p("\tVEXTRACTF128 $1, Y0, X1")
 		p("\tVADDPS X1, X0, X0")
 		p("\tVPERMILPS $0x0e, X0, X1")
@@ -288,145 +288,190 @@ func rowEnd(p func(string, ...any), f md2Format, name string, C int) {
 	p("")
 }
 
+// shared names where a block's values that every column uses live: in
+// registers when the columns leave room (C <= 5), else in the scratch.
+func shared(C, reg, off int) string {
+	if C <= 5 {
+		return fmt.Sprintf("Y%d", reg)
+	}
+	return fmt.Sprintf("%d(BX)", off)
+}
+
+// setShared puts the value in register Y(tmp) where shared(C, reg, off)
+// names it (the register itself is written directly when it is one).
+func setShared(p func(string, ...any), C, reg, off, tmp int) {
+	if C > 5 {
+		p("\tVMOVDQU Y%d, %d(BX)", tmp, off)
+	}
+}
+
+// The loops run sub-block by sub-block over the columns, so that one
+// sub-block's codes and scale words, in registers, serve every column:
+// reading them from memory once per column made the loads the bound. Each
+// column's integer sum (the row dot's Y10) is in Yc, c < C.
+
 // genQ4 writes the Q4_K kernel of C columns: kqQ4KAVX2 per column.
-// Registers: Y0-Y7 the block's codes (sub-block s in Ys: the low nibbles
-// of the 32 bytes at 16+32(s/2) for even s, the high for odd), Y8 the mins'
-// words as the row dot shuffles them, Y9 d, Y10 dmin (as floats, in every
-// lane), Y11-Y15 temporaries; scratch: the 8 scale-word vectors, then per
-// column its sums of codes (the row dot's Y12) and of mins (its Y11).
+// Registers: Y0-Y7 the columns' integer sums, Y8 a 32-byte group of
+// codes, Y9 its low or high nibbles (one sub-block), Y10 that sub-block's
+// scale word everywhere, Y11 the scale words (each lane: scales 0-7), Y12
+// the mask 0x0f, Y13-Y15 temporaries; the mins' words as the row dot
+// shuffles them, d and dmin (floats, every lane) in Y5-Y7 or the scratch;
+// in the scratch, per column its sums of codes (the row dot's Y12) and of
+// mins (its Y11).
 func genQ4(p func(string, ...any), f md2Format, C int) {
 	name := name(f, C)
 	prologue(p, name)
+	p("\tVMOVDQU kqmd2Nib<>(SB), Y12")
 	rowStart(p, f, name, C)
 	p("%s_loop:", name)
 	prefetch(p, name, 3)
 	// Scales and mins as KQ_SCALES_K4 leaves them in X0 (scales 0-7,
 	// mins 0-7), by KQ_SCALES_K4V's vector steps in AVX2.
-	p("\tVMOVDQU 4(SI), X11")
-	p("\tVPSHUFB kqmd2K4Shuf<>(SB), X11, X11")
-	p("\tVPSLLQ $30, X11, X12")
-	p("\tVPSRLVD kqmd2K4Srl<>(SB), X11, X11")
-	p("\tVPAND kqmd2K4Lo<>(SB), X11, X11")
-	p("\tVPAND kqmd2K4Hi<>(SB), X12, X12")
-	p("\tVPOR X12, X11, X11")
-	p("\tVPMOVZXBW X11, Y11")
-	p("\tVPERMQ $0xee, Y11, Y8")
-	p("\tVPSHUFB kqmd2MinShuf<>(SB), Y8, Y8")
-	p("\tVPERMQ $0x44, Y11, Y11")
-	for s := 0; s < 8; s++ {
-		t := 12 + s%4
-		p("\tVPSHUFB kqmd2ShufW<>+%d(SB), Y11, Y%d", 32*s, t)
-		p("\tVMOVDQU Y%d, %d(BX)", t, scaleOff+32*s)
+	p("\tVMOVDQU 4(SI), X13")
+	p("\tVPSHUFB kqmd2K4Shuf<>(SB), X13, X13")
+	p("\tVPSLLQ $30, X13, X14")
+	p("\tVPSRLVD kqmd2K4Srl<>(SB), X13, X13")
+	p("\tVPAND kqmd2K4Lo<>(SB), X13, X13")
+	p("\tVPAND kqmd2K4Hi<>(SB), X14, X14")
+	p("\tVPOR X14, X13, X13")
+	p("\tVPMOVZXBW X13, Y13")
+	mins, d, dmin := shared(C, 5, 0), shared(C, 6, 32), shared(C, 7, 64)
+	tmp := func(r int) int {
+		if C <= 5 {
+			return r
+		}
+		return 14
 	}
-	p("\tVCVTPH2PS (SI), X11")
-	p("\tVBROADCASTSS X11, Y9")
-	p("\tVMOVSHDUP X11, X11")
-	p("\tVBROADCASTSS X11, Y10")
-	p("\tVMOVDQU kqmd2Nib<>(SB), Y15")
-	for k := 0; k < 4; k++ {
-		lo, hi := 2*k, 2*k+1
-		p("\tVMOVDQU %d(SI), Y%d", 16+32*k, lo)
-		p("\tVPSRLW $4, Y%d, Y%d", lo, hi)
-		p("\tVPAND Y15, Y%d, Y%d", lo, lo)
-		p("\tVPAND Y15, Y%d, Y%d", hi, hi)
+	p("\tVPERMQ $0xee, Y13, Y%d", tmp(5))
+	p("\tVPSHUFB kqmd2MinShuf<>(SB), Y%d, Y%d", tmp(5), tmp(5))
+	setShared(p, C, 5, 0, tmp(5))
+	p("\tVPERMQ $0x44, Y13, Y11")
+	p("\tVCVTPH2PS (SI), X13")
+	p("\tVBROADCASTSS X13, Y%d", tmp(6))
+	setShared(p, C, 6, 32, tmp(6))
+	p("\tVMOVSHDUP X13, X13")
+	p("\tVBROADCASTSS X13, Y%d", tmp(7))
+	setShared(p, C, 7, 64, tmp(7))
+	// The codes: sub-block s (the low nibbles of the group at 16+32(s/2)
+	// for even s, the high for odd) against values 32s.., by its scale
+	// word; sub-block 0 starts the sums.
+	for s := 0; s < 8; s++ {
+		k := s / 2
+		if s%2 == 0 {
+			p("\tVMOVDQU %d(SI), Y8", 16+32*k)
+			p("\tVPAND Y12, Y8, Y9")
+		} else {
+			p("\tVPSRLW $4, Y8, Y8")
+			p("\tVPAND Y12, Y8, Y9")
+		}
+		p("\tVPSHUFB kqmd2ShufW<>+%d(SB), Y11, Y10", 32*s)
+		for c := 0; c < C; c++ {
+			t := 13 + (c+s)%3
+			p("\tVPMADDUBSW %s, Y9, Y%d", col(c, 4+32*s), t)
+			if s == 0 {
+				p("\tVPMADDWD Y10, Y%d, Y%d", t, c)
+				continue
+			}
+			p("\tVPMADDWD Y10, Y%d, Y%d", t, t)
+			p("\tVPADDD Y%d, Y%d, Y%d", t, c, c)
+		}
 	}
 	for c := 0; c < C; c++ {
 		// The mins: Y11 -= (d(x)·dmin) · float(mins·bsums).
-		p("\tVPMADDWD %s, Y8, Y11", col(c, 260))
-		p("\tVCVTDQ2PS Y11, Y11")
-		p("\tVBROADCASTSS %s, Y12", col(c, 0))
-		p("\tVMULPS Y12, Y10, Y13")
-		p("\tVMOVUPS %d(BX), Y14", accAt(f, c, 1))
-		p("\tVFNMADD231PS Y13, Y11, Y14")
-		p("\tVMOVUPS Y14, %d(BX)", accAt(f, c, 1))
-		p("\tVMULPS Y12, Y9, Y12")
-		// The codes: sub-block s against values 32s.., by its scale word.
-		for s := 0; s < 8; s++ {
-			t := []int{11, 13, 14}[s%3]
-			p("\tVPMADDUBSW %s, Y%d, Y%d", col(c, 4+32*s), s, t)
-			if s == 0 {
-				p("\tVPMADDWD %d(BX), Y%d, Y15", scaleOff, t)
-				continue
-			}
-			p("\tVPMADDWD %d(BX), Y%d, Y%d", scaleOff+32*s, t, t)
-			p("\tVPADDD Y%d, Y15, Y15", t)
-		}
-		p("\tVCVTDQ2PS Y15, Y15")
-		p("\tVMOVUPS %d(BX), Y14", accAt(f, c, 0))
-		p("\tVFMADD231PS Y12, Y15, Y14")
-		p("\tVMOVUPS Y14, %d(BX)", accAt(f, c, 0))
+		p("\tVMOVDQU %s, Y13", col(c, 260))
+		p("\tVPMADDWD %s, Y13, Y13", mins)
+		p("\tVCVTDQ2PS Y13, Y13")
+		p("\tVBROADCASTSS %s, Y14", col(c, 0))
+		p("\tVMULPS %s, Y14, Y15", dmin)
+		p("\tVMOVUPS %d(BX), Y10", accAt(f, c, 1))
+		p("\tVFNMADD231PS Y15, Y13, Y10")
+		p("\tVMOVUPS Y10, %d(BX)", accAt(f, c, 1))
+		// The codes: Y12 += (d(x)·d) · float(sum).
+		p("\tVMULPS %s, Y14, Y14", d)
+		p("\tVCVTDQ2PS Y%d, Y%d", c, c)
+		p("\tVMOVUPS %d(BX), Y9", accAt(f, c, 0))
+		p("\tVFMADD231PS Y14, Y%d, Y9", c)
+		p("\tVMOVUPS Y9, %d(BX)", accAt(f, c, 0))
 	}
 	blockEnd(p, name, f, C)
 	rowEnd(p, f, name, C)
 }
 
 // genQ6 writes the Q6_K kernel of C columns: kqQ6KAVX2 per column.
-// Registers: Y0-Y7 the block's 6-bit codes (chunk k of 32 values in Yk,
-// in the row dot's order: values 0, 64, 32, 96, 128, 192, 160, 224 on),
-// Y8 the scales as words, Y9 d (as a float in every lane), Y10-Y15
-// temporaries; scratch: each chunk's scale words, then per column its
-// sum (the row dot's Y12).
+// Registers: Y0-Y7 the columns' integer sums, X8 the block's 16 scales,
+// Y9 qh (shifted as KQ_Q6_STEP256 shifts it), Y10 32 bytes of ql, Y11 a
+// chunk's 6-bit codes, Y12 its scale words, Y13-Y15 temporaries; the
+// scales as words and d (a float, every lane) in Y5-Y6 or the scratch;
+// in the scratch, per column its sum (the row dot's Y12).
 func genQ6(p func(string, ...any), f md2Format, C int) {
 	name := name(f, C)
 	prologue(p, name)
 	rowStart(p, f, name, C)
 	p("%s_loop:", name)
 	prefetch(p, name, 4)
-	p("\tVMOVDQU 192(SI), X10")
-	p("\tVPMOVSXBW X10, Y8")
-	// KQ_Q6_STEP256's chunks: ql at qlo, qh in Y11 (shifted by 2 for the
-	// second and fourth steps); their scale shuffles at so.
-	type step struct{ qlo, qh, shift, slo, shi int }
-	steps := []step{{0, 128, 0, 0, 32}, {32, 128, 2, 16, 48}, {64, 160, 0, 64, 96}, {96, 160, 2, 80, 112}}
-	p("\tVMOVDQU kqmd2Nib<>(SB), Y14")
-	p("\tVMOVDQU kqmd2B30<>(SB), Y13")
-	for i, s := range steps {
-		lo, hi := 2*i, 2*i+1
-		switch s.shift {
-		case 0:
-			p("\tVMOVDQU %d(SI), Y11", s.qh)
-		default:
-			p("\tVPSRLW $2, Y11, Y11")
+	sw, d := shared(C, 5, 0), shared(C, 6, 32)
+	tmp := func(r int) int {
+		if C <= 5 {
+			return r
 		}
-		p("\tVMOVDQU %d(SI), Y12", s.qlo)
-		p("\tVPSLLW $4, Y11, Y15")
-		p("\tVPAND Y13, Y15, Y15")
-		p("\tVPAND Y14, Y12, Y%d", lo)
-		p("\tVPOR Y15, Y%d, Y%d", lo, lo)
-		p("\tVPSRLW $4, Y12, Y12")
-		p("\tVPAND Y14, Y12, Y12")
-		p("\tVPAND Y13, Y11, Y15")
-		p("\tVPOR Y15, Y12, Y%d", hi)
-		for k, so := range []int{s.slo, s.shi} {
-			p("\tVPSHUFB kqmd2Q6Shuf<>+%d(SB), X10, X12", so)
-			p("\tVPMOVSXBW X12, Y12")
-			p("\tVMOVDQU Y12, %d(BX)", scaleOff+32*(2*i+k))
-		}
+		return 13
 	}
-	p("\tVPBROADCASTW 208(SI), X12")
-	p("\tVCVTPH2PS X12, Y9")
-	// The x offsets of the chunks (KQ_Q6_STEP256's xlo, xhi).
-	xo := []int{4, 68, 36, 100, 132, 196, 164, 228}
-	for c := 0; c < C; c++ {
-		p("\tVPMADDWD %s, Y8, Y10", col(c, 260))
-		p("\tVPSLLD $5, Y10, Y10")
-		for k := 0; k < 8; k++ {
-			t := []int{11, 12, 13}[k%3]
-			p("\tVPMADDUBSW %s, Y%d, Y%d", col(c, xo[k]), k, t)
+	p("\tVMOVDQU 192(SI), X8")
+	p("\tVPMOVSXBW X8, Y%d", tmp(5))
+	setShared(p, C, 5, 0, tmp(5))
+	p("\tVPBROADCASTW 208(SI), X13")
+	p("\tVCVTPH2PS X13, Y%d", tmp(6))
+	setShared(p, C, 6, 32, tmp(6))
+	// KQ_Q6_STEP256's chunks: ql at qlo, qh (shifted by 2 for the second
+	// and fourth steps); their scale shuffles at so, their activations at
+	// xo.
+	type step struct{ qlo, qh, shift, slo, shi, xlo, xhi int }
+	steps := []step{{0, 128, 0, 0, 32, 4, 68}, {32, 128, 2, 16, 48, 36, 100}, {64, 160, 0, 64, 96, 132, 196}, {96, 160, 2, 80, 112, 164, 228}}
+	k := 0
+	chunk := func(so, xo int) {
+		p("\tVPSHUFB kqmd2Q6Shuf<>+%d(SB), X8, X12", so)
+		p("\tVPMOVSXBW X12, Y12")
+		for c := 0; c < C; c++ {
+			t := 13 + (c+k)%3
+			p("\tVPMADDUBSW %s, Y11, Y%d", col(c, xo), t)
 			if k == 0 {
-				p("\tVPMADDWD %d(BX), Y%d, Y15", scaleOff, t)
+				p("\tVPMADDWD Y12, Y%d, Y%d", t, c)
 				continue
 			}
-			p("\tVPMADDWD %d(BX), Y%d, Y%d", scaleOff+32*k, t, t)
-			p("\tVPADDD Y%d, Y15, Y15", t)
+			p("\tVPMADDWD Y12, Y%d, Y%d", t, t)
+			p("\tVPADDD Y%d, Y%d, Y%d", t, c, c)
 		}
-		p("\tVPSUBD Y10, Y15, Y15")
-		p("\tVCVTDQ2PS Y15, Y15")
-		p("\tVBROADCASTSS %s, Y12", col(c, 0))
-		p("\tVMULPS Y12, Y9, Y12")
-		p("\tVMOVUPS %d(BX), Y14", accAt(f, c, 0))
-		p("\tVFMADD231PS Y12, Y15, Y14")
-		p("\tVMOVUPS Y14, %d(BX)", accAt(f, c, 0))
+		k++
+	}
+	for _, s := range steps {
+		if s.shift == 0 {
+			p("\tVMOVDQU %d(SI), Y9", s.qh)
+		} else {
+			p("\tVPSRLW $2, Y9, Y9")
+		}
+		p("\tVMOVDQU %d(SI), Y10", s.qlo)
+		p("\tVPSLLW $4, Y9, Y11")
+		p("\tVPAND kqmd2B30<>(SB), Y11, Y11")
+		p("\tVPAND kqmd2Nib<>(SB), Y10, Y13")
+		p("\tVPOR Y13, Y11, Y11")
+		chunk(s.slo, s.xlo)
+		p("\tVPSRLW $4, Y10, Y10")
+		p("\tVPAND kqmd2Nib<>(SB), Y10, Y10")
+		p("\tVPAND kqmd2B30<>(SB), Y9, Y11")
+		p("\tVPOR Y10, Y11, Y11")
+		chunk(s.shi, s.xhi)
+	}
+	for c := 0; c < C; c++ {
+		p("\tVMOVDQU %s, Y13", col(c, 260))
+		p("\tVPMADDWD %s, Y13, Y13", sw)
+		p("\tVPSLLD $5, Y13, Y13")
+		p("\tVPSUBD Y13, Y%d, Y%d", c, c)
+		p("\tVCVTDQ2PS Y%d, Y%d", c, c)
+		p("\tVBROADCASTSS %s, Y14", col(c, 0))
+		p("\tVMULPS %s, Y14, Y14", d)
+		p("\tVMOVUPS %d(BX), Y15", accAt(f, c, 0))
+		p("\tVFMADD231PS Y14, Y%d, Y15", c)
+		p("\tVMOVUPS Y15, %d(BX)", accAt(f, c, 0))
 	}
 	blockEnd(p, name, f, C)
 	rowEnd(p, f, name, C)
