@@ -5,9 +5,9 @@
 //
 // The AVX2 counterparts of kquant_md_gen.go's kernels: multi-column K-quant
 // products in the arithmetic of the AVX2 row dots of kquant_amd64.s
-// (kqQ4KAVX2, kqQ6KAVX2), for the exact products of speculative
+// (kqQ4KAVX2, kqQ5KAVX2, kqQ6KAVX2), for the exact products of speculative
 // verification on CPUs without AVX-512. A weight block's scales and codes
-// are unpacked once (the row dot's own unpacking instructions) and then
+// are unpacked once (the row dot's own unpacking, its integers) and then
 // every one of C columns runs the row dot's operations on them: the same
 // VPMADDUBSW byte pairs, the same scale words by VPMADDWD in the same
 // dword lanes (integer sums, so the order of their additions does not
@@ -16,10 +16,11 @@
 // operands, and its final reduction. Each column's result is the row dot's
 // bits.
 //
-// AVX2 has 16 vector registers: the unpacked block (8 of them) stays in
-// registers while the columns pass, and what does not fit (the 8 scale
-// vectors, each column's accumulators) lives in a scratch area the Go
-// caller passes (its stack), read from L1.
+// AVX2 has 16 vector registers: one sub-block's codes and scale words at
+// a time stay in registers while the columns pass, with every column's
+// integer sum; the columns' float accumulators (and, above 5 columns, the
+// block's mins, d and dmin) live in a scratch area the Go caller passes
+// (its stack), in L1.
 //
 // The activations are plain Q8_K (292 bytes a block: f32 d at 0, 256 int8
 // at 4, 16 int16 block sums at 260), as for the row dot.
@@ -38,20 +39,19 @@ type md2Format struct {
 	size int
 	cmax int
 	q6   bool
+	q5   bool
 }
 
 var md2Formats = []md2Format{
 	{name: "Q4K", size: 144, cmax: 8},
 	{name: "Q6K", size: 210, cmax: 8, q6: true},
+	{name: "Q5K", size: 176, cmax: 8, q5: true},
 }
 
-// Scratch layout (bytes from BX): the 8 scale vectors of the block, then
-// per column its accumulators (Q4_K: the codes' sum, then the mins'; Q6_K:
-// the one sum).
-const (
-	scaleOff = 0
-	accOff   = 256
-)
+// Scratch layout (bytes from BX): the block's shared vectors where they
+// are not in registers (see shared), then per column its accumulators
+// (Q4_K, Q5_K: the codes' sum, then the mins'; Q6_K: the one sum).
+const accOff = 256
 
 func accAt(f md2Format, c, k int) int {
 	if f.q6 {
@@ -74,7 +74,7 @@ func main() {
 		for c := 1; c <= f.cmax; c++ {
 			if f.q6 {
 				genQ6(p, f, c)
-			} else {
+			} else { // Q4_K, Q5_K
 				genQ4(p, f, c)
 			}
 		}
@@ -165,6 +165,7 @@ func tables(p func(string, ...any)) {
 	}
 	data("kqmd2Nib", fill(32, func(int) byte { return 0x0f }))
 	data("kqmd2B30", fill(32, func(int) byte { return 0x30 }))
+	data("kqmd2B10", fill(32, func(int) byte { return 0x10 }))
 	// 8 patterns of 32 bytes: pattern s takes word s of each lane.
 	data("kqmd2ShufW", fill(256, func(i int) byte { return byte(2*(i/32) + i%2) }))
 	// Each lane: its words 0,0,1,1,2,2,3,3 (lane 0) or 4,4,..,7,7 (lane 1).
@@ -310,18 +311,22 @@ func setShared(p func(string, ...any), C, reg, off, tmp int) {
 // reading them from memory once per column made the loads the bound. Each
 // column's integer sum (the row dot's Y10) is in Yc, c < C.
 
-// genQ4 writes the Q4_K kernel of C columns: kqQ4KAVX2 per column.
-// Registers: Y0-Y7 the columns' integer sums, Y8 a 32-byte group of
-// codes, Y9 its low or high nibbles (one sub-block), Y10 that sub-block's
+// genQ4 writes the Q4_K kernel of C columns (kqQ4KAVX2 per column), or
+// with f.q5 the Q5_K one (kqQ5KAVX2). Registers: Y0-Y7 the columns'
+// integer sums, Y8 a 32-byte group of codes, Y9 its low or high nibbles
+// (one sub-block; for Q5_K with its fifth bits), Y10 that sub-block's
 // scale word everywhere, Y11 the scale words (each lane: scales 0-7), Y12
-// the mask 0x0f, Y13-Y15 temporaries; the mins' words as the row dot
+// the mask 0x0f (Q5_K: qh, shifted as KQ_Q5_STEP256's Y7; the masks are
+// read from memory), Y13-Y15 temporaries; the mins' words as the row dot
 // shuffles them, d and dmin (floats, every lane) in Y5-Y7 or the scratch;
 // in the scratch, per column its sums of codes (the row dot's Y12) and of
 // mins (its Y11).
 func genQ4(p func(string, ...any), f md2Format, C int) {
 	name := name(f, C)
 	prologue(p, name)
-	p("\tVMOVDQU kqmd2Nib<>(SB), Y12")
+	if !f.q5 {
+		p("\tVMOVDQU kqmd2Nib<>(SB), Y12")
+	}
 	rowStart(p, f, name, C)
 	p("%s_loop:", name)
 	prefetch(p, name, 3)
@@ -357,10 +362,30 @@ func genQ4(p func(string, ...any), f md2Format, C int) {
 	// word; sub-block 0 starts the sums.
 	for s := 0; s < 8; s++ {
 		k := s / 2
-		if s%2 == 0 {
+		switch {
+		case f.q5 && s%2 == 0:
+			// KQ_Q5_STEP256(48+32k, ...): the fifth bits are bit 0 (low
+			// nibbles) and 1 (high) of qh >> 2k.
+			p("\tVMOVDQU %d(SI), Y8", 48+32*k)
+			if k == 0 {
+				p("\tVMOVDQU 16(SI), Y12")
+			} else {
+				p("\tVPSRLW $2, Y12, Y12")
+			}
+			p("\tVPAND kqmd2Nib<>(SB), Y8, Y9")
+			p("\tVPSLLW $4, Y12, Y10")
+			p("\tVPAND kqmd2B10<>(SB), Y10, Y10")
+			p("\tVPOR Y10, Y9, Y9")
+		case f.q5:
+			p("\tVPSRLW $4, Y8, Y8")
+			p("\tVPAND kqmd2Nib<>(SB), Y8, Y9")
+			p("\tVPSLLW $3, Y12, Y10")
+			p("\tVPAND kqmd2B10<>(SB), Y10, Y10")
+			p("\tVPOR Y10, Y9, Y9")
+		case s%2 == 0:
 			p("\tVMOVDQU %d(SI), Y8", 16+32*k)
 			p("\tVPAND Y12, Y8, Y9")
-		} else {
+		default:
 			p("\tVPSRLW $4, Y8, Y8")
 			p("\tVPAND Y12, Y8, Y9")
 		}

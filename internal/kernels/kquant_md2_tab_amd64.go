@@ -52,14 +52,40 @@ func kqmd2Q6KC7(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb in
 //go:noescape
 func kqmd2Q6KC8(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, scratch *byte)
 
+//go:noescape
+func kqmd2Q5KC1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, scratch *byte)
+
+//go:noescape
+func kqmd2Q5KC2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, scratch *byte)
+
+//go:noescape
+func kqmd2Q5KC3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, scratch *byte)
+
+//go:noescape
+func kqmd2Q5KC4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, scratch *byte)
+
+//go:noescape
+func kqmd2Q5KC5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, scratch *byte)
+
+//go:noescape
+func kqmd2Q5KC6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, scratch *byte)
+
+//go:noescape
+func kqmd2Q5KC7(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, scratch *byte)
+
+//go:noescape
+func kqmd2Q5KC8(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, scratch *byte)
+
 // The generated formats, as kqmd2Call takes them.
 const (
 	kqmd2Q4K = 0
 	kqmd2Q6K = 1
+	kqmd2Q5K = 2
 )
 
 // kqmd2Cols is each format's most columns.
 var kqmd2Cols = [...]int{
+	8,
 	8,
 	8,
 }
@@ -103,6 +129,22 @@ func kqmd2Call(f, cols int, w *byte, ldw int, x *byte, ldx int, dst *float32, ld
 		kqmd2Q6KC7(w, ldw, x, ldx, dst, ldd, nb, rows, scratch)
 	case [2]int{1, 8}:
 		kqmd2Q6KC8(w, ldw, x, ldx, dst, ldd, nb, rows, scratch)
+	case [2]int{2, 1}:
+		kqmd2Q5KC1(w, ldw, x, ldx, dst, ldd, nb, rows, scratch)
+	case [2]int{2, 2}:
+		kqmd2Q5KC2(w, ldw, x, ldx, dst, ldd, nb, rows, scratch)
+	case [2]int{2, 3}:
+		kqmd2Q5KC3(w, ldw, x, ldx, dst, ldd, nb, rows, scratch)
+	case [2]int{2, 4}:
+		kqmd2Q5KC4(w, ldw, x, ldx, dst, ldd, nb, rows, scratch)
+	case [2]int{2, 5}:
+		kqmd2Q5KC5(w, ldw, x, ldx, dst, ldd, nb, rows, scratch)
+	case [2]int{2, 6}:
+		kqmd2Q5KC6(w, ldw, x, ldx, dst, ldd, nb, rows, scratch)
+	case [2]int{2, 7}:
+		kqmd2Q5KC7(w, ldw, x, ldx, dst, ldd, nb, rows, scratch)
+	case [2]int{2, 8}:
+		kqmd2Q5KC8(w, ldw, x, ldx, dst, ldd, nb, rows, scratch)
 	default:
 		panic("kernels: no AVX2 dot-order K-quant kernel of this shape")
 	}
