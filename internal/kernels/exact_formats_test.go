@@ -124,7 +124,9 @@ func TestExactEveryFormat(t *testing.T) {
 					}
 				}
 				p.SetExactColumns(0)
-				if !impl.exactTiles && impl.mm == nil && impl.mmWide == nil {
+				if impl.mmDot != nil {
+					t.Logf("%s: a dot-order kernel of up to %d vectors", name, impl.mmDotCols)
+				} else if !impl.exactTiles && impl.mm == nil && impl.mmWide == nil {
 					t.Logf("%s: no tiles (row dots for every vector)", name)
 				} else if !impl.exactTiles {
 					t.Logf("%s: tiles, rounding differently from one vector: %v", name, differs)
