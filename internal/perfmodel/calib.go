@@ -31,7 +31,7 @@ type Calibration struct {
 	// larger than the caches, bytes/s.
 	MemBW float64 `json:"mem_bw"`
 	// Stream is each format's decode product (one activation vector) in
-	// weight bytes/s, and Flops its batched product (64 columns) in
+	// weight bytes/s, and Flops its batched product (batchCols columns) in
 	// flops/s, at 1..Threads threads (index t-1).
 	Stream map[string][]float64 `json:"stream"`
 	Flops  map[string][]float64 `json:"flops"`
@@ -44,7 +44,11 @@ type Calibration struct {
 	Load string `json:"load,omitempty"`
 }
 
-const calVersion = 1
+const calVersion = 2
+
+// batchCols is the columns of the batched product: a prefill chunk's
+// size class, where the kernels' tiled paths run.
+const batchCols = 256
 
 // CalFormats are the weight formats calibrated: those of braid's presets
 // and of the published models (Q2_K for GLM-5.2 Q2, MXFP4 for gpt-oss).
@@ -181,17 +185,23 @@ func Calibrate(threads int, formats []quant.Type, mib int, per time.Duration) (*
 		}
 		for th := 1; th <= threads; th++ {
 			p := kernels.NewPool(th)
-			x := make([]float32, big.Cols*64)
+			x := make([]float32, big.Cols*batchCols)
 			for i := range x {
 				x[i] = float32(rng.NormFloat64())
 			}
-			dst := make([]float32, big.Rows*64)
+			dst := make([]float32, max(big.Rows, small.Rows*batchCols))
 			sec := median(per, func() { p.MatMul(dst[:big.Rows], big, x[:big.Cols], 1) })
 			c.Stream[t.String()] = append(c.Stream[t.String()], float64(len(big.Data))/sec)
-			sec = median(per, func() { p.MatMul(dst[:small.Rows*64], small, x, 64) })
-			c.Flops[t.String()] = append(c.Flops[t.String()], 2*float64(small.Rows)*float64(small.Cols)*64/sec)
+			sec = median(per, func() { p.MatMul(dst[:small.Rows*batchCols], small, x, batchCols) })
+			c.Flops[t.String()] = append(c.Flops[t.String()], 2*float64(small.Rows)*float64(small.Cols)*batchCols/sec)
 			p.Close()
 		}
+	}
+	// A scan with no arithmetic should read fastest, but a kernel with
+	// wider loads or better prefetching can beat bytes.IndexByte: the
+	// bandwidth is at least what any format streamed.
+	for _, r := range c.Stream {
+		c.MemBW = max(c.MemBW, r[len(r)-1])
 	}
 	if r, ok := c.flops("Q4_K"); ok {
 		c.FLOPS = r

@@ -96,7 +96,10 @@ var groupStart = regexp.MustCompile(`^\s*(?:(\d+)\s*x\s*)?"?([A-Za-z][A-Za-z0-9_
 // a memory (121GiB, 64G), a bandwidth (273GB/s), link=BW@LATENCY
 // (14GB/s@20us, 200Gb/s@5us), flops=RATE (17T, 500G) and eff=F (0 < F
 // <= 1). A bad spec is refused naming the group and the field.
-func ParseNodes(spec string, local *Node) ([]Node, error) {
+//
+// local is this node as calibrated; when it is nil, noLocal says why
+// (no calibration, a stale one) and a spec naming local is refused with it.
+func ParseNodes(spec string, local *Node, noLocal string) ([]Node, error) {
 	spec = strings.TrimSpace(spec)
 	if spec == "" {
 		return nil, fmt.Errorf("--nodes: empty (want e.g. 3xgb10 or 2xcpu:64GiB,40GB/s,link=1.2GB/s@60us)")
@@ -137,7 +140,10 @@ func ParseNodes(spec string, local *Node) ([]Node, error) {
 			n = p
 		case name == "local":
 			if local == nil {
-				return nil, fmt.Errorf("--nodes group %d: local: this node is not calibrated (run braid plan --calibrate)", gi+1)
+				if noLocal == "" {
+					noLocal = "this node is not calibrated (run braid plan --calibrate)"
+				}
+				return nil, fmt.Errorf("--nodes group %d: local: %s", gi+1, noLocal)
 			}
 			n = *local
 		default:

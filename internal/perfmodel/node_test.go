@@ -12,7 +12,7 @@ import (
 )
 
 func TestParseNodes(t *testing.T) {
-	ns, err := ParseNodes(`3x"gb10:100GiB,273GB/s,link=14GB/s@20us";2xcpu:64GiB,40GB/s,link=1.2GB/s@60us`, nil)
+	ns, err := ParseNodes(`3x"gb10:100GiB,273GB/s,link=14GB/s@20us";2xcpu:64GiB,40GB/s,link=1.2GB/s@60us`, nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +27,7 @@ func TestParseNodes(t *testing.T) {
 		t.Errorf("cpu group: %+v", c)
 	}
 	// Comma-separated groups, the preset alone, bits per second.
-	ns, err = ParseNodes("2xgb10,cpu:8G,10GB/s,link=200Gb/s@5us,eff=0.5,flops=1T", nil)
+	ns, err = ParseNodes("2xgb10,cpu:8G,10GB/s,link=200Gb/s@5us,eff=0.5,flops=1T", nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func TestParseNodes(t *testing.T) {
 		t.Errorf("got %+v", ns)
 	}
 	local := Node{Name: "local", Mem: 1 << 30, BW: 1e10, FLOPS: 1e11, DecodeEff: 0.8}
-	if ns, err = ParseNodes("local,gb10", &local); err != nil || len(ns) != 2 || ns[0].BW != 1e10 {
+	if ns, err = ParseNodes("local,gb10", &local, ""); err != nil || len(ns) != 2 || ns[0].BW != 1e10 {
 		t.Errorf("local,gb10: %v %+v", err, ns)
 	}
 }
@@ -60,7 +60,7 @@ func TestParseNodesRefused(t *testing.T) {
 		{"", "empty"},
 		{"gb10,,gb10", "empty field"},
 	} {
-		_, err := ParseNodes(tc.spec, nil)
+		_, err := ParseNodes(tc.spec, nil, "")
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: error %v, want one naming %q", tc.spec, err, tc.want)
 		}
@@ -72,7 +72,7 @@ func FuzzParseNodes(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		ns, err := ParseNodes(s, nil)
+		ns, err := ParseNodes(s, nil, "")
 		if err != nil {
 			return
 		}

@@ -27,7 +27,7 @@ func TestPublished(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			nodes, err := ParseNodes(d.Nodes, nil)
+			nodes, err := ParseNodes(d.Nodes, nil, "")
 			if err != nil {
 				t.Fatal(err)
 			}
