@@ -186,7 +186,7 @@ func runPlanSpeed(s *speedFlags, f *gguf.Model, name string, ctx, parallel, batc
 	cal, why := localCalibration(threads)
 	var local *perfmodel.Node
 	if cal != nil {
-		n := cal.Node(0)
+		n := cal.Node(0, threads)
 		if mem, err := sysinfo.ReadMemory(); err == nil && mem.Usable() > 0 && mem.Usable() <= math.MaxInt64 {
 			n.Mem = int64(mem.Usable())
 		}

@@ -79,9 +79,10 @@ func (c *Calibration) DecodeEff() float64 {
 	return r / c.MemBW
 }
 
-// Node is this node as calibrated, with mem bytes for the model.
-func (c *Calibration) Node(mem int64) Node {
-	n := Node{Name: "local", Mem: mem, BW: c.MemBW, DecodeEff: c.DecodeEff(), FLOPS: c.FLOPS, Cal: c,
+// Node is this node as calibrated, with mem bytes for the model, for
+// ranks of threads threads each.
+func (c *Calibration) Node(mem int64, threads int) Node {
+	n := Node{Name: "local", Mem: mem, BW: c.MemBW, DecodeEff: c.DecodeEff(), FLOPS: c.FLOPS, Cal: c, Host: "local", Threads: threads,
 		Link:   Link{BW: 2e9, Lat: 30 * time.Microsecond},
 		Source: fmt.Sprintf("calibrated %s, %d threads", c.Measured.Format(time.RFC3339), c.Threads)}
 	if c.Link != nil {
@@ -101,8 +102,8 @@ func (c *Calibration) Stale(build string, threads int) string {
 		return fmt.Sprintf("made by build %q, this is %q", c.Build, build)
 	case !slices.Equal(c.Features, kernels.Features()):
 		return fmt.Sprintf("CPU features %v, this CPU has %v", c.Features, kernels.Features())
-	case c.Threads != threads:
-		return fmt.Sprintf("measured at %d threads, %d asked", c.Threads, threads)
+	case c.Threads < threads:
+		return fmt.Sprintf("measured up to %d threads, %d asked", c.Threads, threads)
 	case c.MemBW <= 0 || c.FLOPS <= 0 || len(c.Stream) == 0:
 		return "incomplete"
 	}

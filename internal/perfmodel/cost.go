@@ -95,10 +95,10 @@ func touched(n, k, tokens int) float64 {
 // partsTime is the roofline time of weights ps at fraction f of their
 // bytes, multiplied by tokens tokens: the longer of streaming and
 // arithmetic.
-func partsTime(n *Node, ps Parts, f, tokens float64) (mem, comp float64) {
+func partsTime(n *Node, share int, ps Parts, f, tokens float64) (mem, comp float64) {
 	for _, p := range ps {
-		mem += float64(p.Bytes) * f / n.StreamRate(p.Type.String())
-		comp += 2 * float64(p.Params) * f * tokens / n.FlopRate(p.Type.String())
+		mem += float64(p.Bytes) * f / n.StreamRate(p.Type.String(), share)
+		comp += 2 * float64(p.Params) * f * tokens / n.FlopRate(p.Type.String(), share)
 	}
 	return mem, comp
 }
@@ -106,7 +106,9 @@ func partsTime(n *Node, ps Parts, f, tokens float64) (mem, comp float64) {
 // StageTime is one rank's compute time for work w over its layers: per
 // layer the longer of its bytes (weights, cache) over the streaming rate
 // and its arithmetic over the flops rate.
-func StageTime(m *Model, r *RankShare, w Work, ep bool) float64 {
+//
+// share is how many ranks run at once on the rank's host (StreamRate).
+func StageTime(m *Model, r *RankShare, w Work, ep bool, share int) float64 {
 	n := r.Node
 	tok := float64(w.Seqs * w.Tokens)
 	var total float64
@@ -114,9 +116,9 @@ func StageTime(m *Model, r *RankShare, w Work, ep bool) float64 {
 		ly := &m.Layers[li]
 		var mem, comp float64
 		add := func(a, b float64) { mem += a; comp += b }
-		add(partsTime(n, ly.Mix, r.Heads, tok))
-		add(partsTime(n, ly.Dense, r.FF, tok))
-		add(partsTime(n, ly.Shared, r.ExpFF, tok))
+		add(partsTime(n, share, ly.Mix, r.Heads, tok))
+		add(partsTime(n, share, ly.Dense, r.FF, tok))
+		add(partsTime(n, share, ly.Shared, r.ExpFF, tok))
 		if ly.Experts > 0 {
 			if ep {
 				// Whole experts: the rank runs those of its own that the
@@ -126,12 +128,12 @@ func StageTime(m *Model, r *RankShare, w Work, ep bool) float64 {
 				own := int(math.Round(float64(ly.Experts) * r.Experts))
 				used := touched(ly.Experts, ly.Used, int(tok)) * r.Experts
 				busiest := math.Min(float64(own), used+math.Sqrt(used)) // mean plus about one standard deviation
-				a, _ := partsTime(n, ly.Expert, busiest, 0)
-				_, b := partsTime(n, ly.Expert, 1, math.Min(tok*float64(ly.Used)*r.Experts+math.Sqrt(tok*float64(ly.Used)*r.Experts), tok*float64(ly.Used)))
+				a, _ := partsTime(n, share, ly.Expert, busiest, 0)
+				_, b := partsTime(n, share, ly.Expert, 1, math.Min(tok*float64(ly.Used)*r.Experts+math.Sqrt(tok*float64(ly.Used)*r.Experts), tok*float64(ly.Used)))
 				add(a, b)
 			} else {
-				a, _ := partsTime(n, ly.Expert, r.ExpFF*touched(ly.Experts, ly.Used, int(tok)), 0)
-				_, b := partsTime(n, ly.Expert, r.ExpFF, tok*float64(ly.Used))
+				a, _ := partsTime(n, share, ly.Expert, r.ExpFF*touched(ly.Experts, ly.Used, int(tok)), 0)
+				_, b := partsTime(n, share, ly.Expert, r.ExpFF, tok*float64(ly.Used))
 				add(a, b)
 			}
 		}
@@ -152,12 +154,12 @@ func StageTime(m *Model, r *RankShare, w Work, ep bool) float64 {
 		}
 		kvBytes := seqs * (float64(ly.KVPerPos)*attnPos*kvShare + float64(ly.IndexPerPos)*pos)
 		kvBytes += seqs * 2 * float64(ly.State) * r.Heads
-		mem += kvBytes / n.StreamRate("F16")
-		comp += tok * float64(ly.AttnFlopsPerPos) * attnPos * r.Heads / n.FlopRate("F16")
+		mem += kvBytes / n.StreamRate("F16", share)
+		comp += tok * float64(ly.AttnFlopsPerPos) * attnPos * r.Heads / n.FlopRate("F16", share)
 		total += math.Max(mem, comp)
 	}
 	if r.Last0 {
-		mem, comp := partsTime(n, m.Head, r.Vocab, float64(w.Seqs))
+		mem, comp := partsTime(n, share, m.Head, r.Vocab, float64(w.Seqs))
 		total += math.Max(mem, comp)
 	}
 	return total
@@ -204,10 +206,14 @@ type Breakdown struct {
 // with whole experts, the FFN's becomes a dispatch and a combine
 // (all-to-all, each a latency and the tokens' hidden states to the
 // ranks holding their experts).
-func (l *Layout) StageParts(m *Model, s int, w Work) Breakdown {
+//
+// all says every stage runs at once (a pipeline over several groups), so
+// that ranks of other stages on the same host share it too.
+func (l *Layout) StageParts(m *Model, s int, w Work, all bool) Breakdown {
 	var b Breakdown
 	for t := 0; t < l.TP; t++ {
-		b.Compute = math.Max(b.Compute, StageTime(m, &l.Ranks[s*l.TP+t], w, l.EP))
+		r := &l.Ranks[s*l.TP+t]
+		b.Compute = math.Max(b.Compute, StageTime(m, r, w, l.EP, l.share(s, r.Node.Host, all)))
 	}
 	if l.TP > 1 {
 		k := l.stageLink(s)
@@ -234,13 +240,28 @@ func (l *Layout) StageParts(m *Model, s int, w Work) Breakdown {
 	return b
 }
 
+// share counts the ranks on host that run at once with stage s's: its
+// own tensor group's, or with all, every rank's.
+func (l *Layout) share(s int, host string, all bool) int {
+	if host == "" {
+		return 1
+	}
+	n := 0
+	for i := range l.Ranks {
+		if (all || i/l.TP == s) && l.Ranks[i].Node.Host == host {
+			n++
+		}
+	}
+	return max(n, 1)
+}
+
 // Step is the time of one step of work w through every stage, one after
 // the other, with the hidden state sent across each stage boundary and
 // the sampled tokens back to rank 0.
 func (l *Layout) Step(m *Model, w Work) Breakdown {
 	var b Breakdown
 	for s := 0; s < l.PP; s++ {
-		p := l.StageParts(m, s, w)
+		p := l.StageParts(m, s, w, false)
 		b.Compute += p.Compute
 		b.Exchange += p.Exchange
 		if s > 0 {
@@ -272,13 +293,31 @@ func (l *Layout) decodeTokens(m *Model, streams, ctx, tokens int, gain float64) 
 	g := (streams + groups - 1) / groups
 	w := Work{Seqs: g, Tokens: tokens, Ctx: ctx}
 	path := l.Step(m, w)
-	var busiest float64
-	for s := 0; s < l.PP; s++ {
-		busiest = math.Max(busiest, l.StageParts(m, s, w).Compute+l.StageParts(m, s, w).Exchange)
+	cycle := path.Compute + path.Exchange
+	if groups > 1 {
+		// Every stage busy at once: a cycle is each stage's work on every
+		// group, the busiest stage setting the pace, or one group's path
+		// through all of them, at the rates of ranks sharing their hosts.
+		var busiest, slow float64
+		for s := 0; s < l.PP; s++ {
+			p := l.StageParts(m, s, w, true)
+			busiest = math.Max(busiest, p.Compute+p.Exchange)
+			slow += p.Compute + p.Exchange
+		}
+		cycle = math.Max(float64(groups)*busiest, slow+path.Exchange-sumExchange(l, m, w))
 	}
-	cycle := math.Max(float64(groups)*busiest, path.Compute+path.Exchange)
 	per = gain / cycle
 	return per * float64(streams), per
+}
+
+// sumExchange is the stages' own exchanges in a step (Step's less its
+// boundary sends).
+func sumExchange(l *Layout, m *Model, w Work) float64 {
+	var x float64
+	for s := 0; s < l.PP; s++ {
+		x += l.StageParts(m, s, w, false).Exchange
+	}
+	return x
 }
 
 // Prefill is one sequence's prompt of prompt tokens, in chunks of at most
@@ -315,7 +354,7 @@ func (l *Layout) Speculate(m *Model, streams, ctx int, rates []float64) (agg, pe
 	agg, per = l.decodeTokens(m, streams, ctx, k+1, Accepted(rates))
 	if m.MTP != nil && k > 0 {
 		n := l.Ranks[0].Node
-		mem, comp := partsTime(n, m.MTP, 1, float64(streams))
+		mem, comp := partsTime(n, 1, m.MTP, 1, float64(streams))
 		draft := float64(k) * math.Max(mem, comp)
 		step := Accepted(rates) / per
 		per = Accepted(rates) / (step + draft)

@@ -109,7 +109,7 @@ func TestExpertPlacement(t *testing.T) {
 		t.Errorf("decode: whole experts %g tok/s, cut along FF %g", b, a)
 	}
 	w := Work{Seqs: 1, Tokens: 512}
-	if fc, ec := StageTime(m, &ff.Ranks[0], w, false), StageTime(m, &ep.Ranks[0], w, true); math.Abs(fc/ec-1) > 0.05 {
+	if fc, ec := StageTime(m, &ff.Ranks[0], w, false, 1), StageTime(m, &ep.Ranks[0], w, true, 1); math.Abs(fc/ec-1) > 0.05 {
 		t.Errorf("prefill compute: FF %g s, whole %g s", fc, ec)
 	}
 }

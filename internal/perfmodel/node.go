@@ -35,26 +35,42 @@ type Node struct {
 	Cal *Calibration
 	// Source says where the figures come from.
 	Source string
+	// Host names the machine: ranks of one host share its memory
+	// bandwidth and cores when they run at once (local ranks all share
+	// this one). Threads is each rank's threads (a calibrated node's rate
+	// at that count).
+	Host    string
+	Threads int
 }
 
-// StreamRate is the bytes/s a decode product of format t streams at.
-func (n *Node) StreamRate(t string) float64 {
-	if n.Cal != nil {
-		if r, ok := n.Cal.stream(t); ok {
-			return r * n.BW / n.Cal.MemBW
-		}
-	}
-	return n.BW * n.DecodeEff
+// rateAt is a calibrated rate per rank of share ranks of Threads threads
+// running at once on this machine: the machine's rate at their threads
+// (at most the calibrated count: beyond, the cores are oversubscribed),
+// divided among them.
+func (n *Node) rateAt(table []float64, share int) float64 {
+	busy := max(n.Threads, 1) * max(share, 1)
+	return table[min(busy, len(table))-1] / float64(max(share, 1))
 }
 
-// FlopRate is the flops/s of a batched product of format t.
-func (n *Node) FlopRate(t string) float64 {
+// StreamRate is the bytes/s a decode product of format t streams at on
+// one of share ranks running at once on this node's host.
+func (n *Node) StreamRate(t string, share int) float64 {
 	if n.Cal != nil {
-		if r, ok := n.Cal.flops(t); ok {
-			return r * n.FLOPS / n.Cal.FLOPS
+		if r := n.Cal.Stream[t]; len(r) > 0 {
+			return n.rateAt(r, share) * n.BW / n.Cal.MemBW
 		}
 	}
-	return n.FLOPS
+	return n.BW * n.DecodeEff / float64(max(share, 1))
+}
+
+// FlopRate is the flops/s of a batched product of format t, as StreamRate.
+func (n *Node) FlopRate(t string, share int) float64 {
+	if n.Cal != nil {
+		if r := n.Cal.Flops[t]; len(r) > 0 {
+			return n.rateAt(r, share) * n.FLOPS / n.Cal.FLOPS
+		}
+	}
+	return n.FLOPS / float64(max(share, 1))
 }
 
 // GB10 is NVIDIA's DGX Spark node as the seeds describe it: 128 GB of
@@ -166,8 +182,18 @@ func ParseNodes(spec string, local *Node, noLocal string) ([]Node, error) {
 		}
 		if n.FLOPS <= 0 {
 			n.FLOPS = 5 * n.BW
+			if n.Cal != nil {
+				n.FLOPS = n.Cal.FLOPS * n.BW / n.Cal.MemBW
+			}
+		}
+		if n.Cal != nil && n.Name != "local" {
+			// Another machine like this one: all its cores for its rank.
+			n.Threads = n.Cal.Threads
 		}
 		for range count {
+			if n.Name != "local" {
+				n.Host = fmt.Sprintf("%s#%d", n.Name, len(out))
+			}
 			out = append(out, n)
 		}
 	}

@@ -119,8 +119,8 @@ func TestCalibrateCache(t *testing.T) {
 	if _, err := Load(path, c.Build, 1); err == nil {
 		t.Error("a broken cache was read")
 	}
-	n := c.Node(1 << 30)
-	if r := n.StreamRate("Q4_K"); r != c.Stream["Q4_K"][0] {
+	n := c.Node(1<<30, 1)
+	if r := n.StreamRate("Q4_K", 1); r != c.Stream["Q4_K"][0] {
 		t.Errorf("local Q4_K rate %g, measured %g", r, c.Stream["Q4_K"][0])
 	}
 }
