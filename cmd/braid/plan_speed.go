@@ -12,7 +12,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"braid/internal/dist"
 	"braid/internal/gguf"
 	"braid/internal/model"
 	"braid/internal/perfmodel"
@@ -85,18 +84,9 @@ func runCalibrate(s *speedFlags, threads int, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		var rep dist.NetbenchReport
-		if err := json.Unmarshal(b, &rep); err != nil {
+		l, err := perfmodel.ParseNetbench(b)
+		if err != nil {
 			return fmt.Errorf("--netbench %s: %w", s.netbench, err)
-		}
-		if len(rep.Pairs) == 0 || rep.Pairs[0].P50 <= 0 || rep.Pairs[0].GBps <= 0 {
-			return fmt.Errorf("--netbench %s: no pair with a latency and a bandwidth", s.netbench)
-		}
-		// The slowest pair: a split waits for it.
-		l := perfmodel.Link{BW: math.Inf(1)}
-		for _, p := range rep.Pairs {
-			l.Lat = max(l.Lat, p.P50)
-			l.BW = math.Min(l.BW, p.GBps*1e9)
 		}
 		c.Link = &l
 	}
@@ -104,7 +94,8 @@ func runCalibrate(s *speedFlags, threads int, stdout io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "calibrated in %s (load %s), %d threads, cached in %s\n", time.Since(start).Round(100*time.Millisecond), c.Load, threads, path)
-	fmt.Fprintf(stdout, "memory read: %.1f GB/s; batched Q4_K: %.1f GFLOP/s\n", c.MemBW/1e9, c.FLOPS/1e9)
+	fmt.Fprintf(stdout, "memory read: %.1f GB/s; batched Q4_K: %.1f GFLOP/s; an operation's fixed cost: %s us by threads\n",
+		c.MemBW/1e9, c.FLOPS/1e9, joinRates(c.Op, 1e-6))
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprint(tw, "  format\tdecode GB/s by threads\tof memory read\tbatched GFLOP/s by threads\n")
 	for _, t := range perfmodel.CalFormats {
@@ -113,7 +104,7 @@ func runCalibrate(s *speedFlags, threads int, stdout io.Writer) error {
 	}
 	tw.Flush()
 	if c.Link != nil {
-		fmt.Fprintf(stdout, "link (netbench): %.2f GB/s at %s one way\n", c.Link.BW/1e9, c.Link.Lat)
+		fmt.Fprintf(stdout, "link (netbench): %.2f GB/s at %s one way, a small all-reduce %s\n", c.Link.BW/1e9, c.Link.Lat, c.Link.AR)
 	}
 	return nil
 }

@@ -38,13 +38,17 @@ type Calibration struct {
 	// FLOPS is Q4_K's batched rate at Threads: the yardstick FlopRate
 	// scales other nodes' formats by.
 	FLOPS float64 `json:"flops_ref"`
+	// Op is the time of a product too small to take any (a 256 x 256
+	// Q8_0 matrix-vector product) at 1..Threads threads: the fixed cost
+	// of an operation, seconds.
+	Op []float64 `json:"op"`
 	// Link is the netbench figure of the links, when one was given.
 	Link *Link `json:"link,omitempty"`
 	// Load is the load average when measured (the machine may be shared).
 	Load string `json:"load,omitempty"`
 }
 
-const calVersion = 2
+const calVersion = 3
 
 // batchCols is the columns of the batched product: a prefill chunk's
 // size class, where the kernels' tiled paths run.
@@ -104,7 +108,7 @@ func (c *Calibration) Stale(build string, threads int) string {
 		return fmt.Sprintf("CPU features %v, this CPU has %v", c.Features, kernels.Features())
 	case c.Threads < threads:
 		return fmt.Sprintf("measured up to %d threads, %d asked", c.Threads, threads)
-	case c.MemBW <= 0 || c.FLOPS <= 0 || len(c.Stream) == 0:
+	case c.MemBW <= 0 || c.FLOPS <= 0 || len(c.Stream) == 0 || len(c.Op) < c.Threads:
 		return "incomplete"
 	}
 	return ""
@@ -175,6 +179,22 @@ func Calibrate(threads int, formats []quant.Type, mib int, per time.Duration) (*
 	}
 	c.MemBW = memRead(threads, mib<<20, per)
 	rng := rand.New(rand.NewPCG(7, 27))
+	tiny, err := matrix(rng, quant.Q8_0, 256*272)
+	if err != nil {
+		return nil, err
+	}
+	tiny.Rows, tiny.Cols = 256, 256
+	tiny.Data = tiny.Data[:256*272]
+	for th := 1; th <= threads; th++ {
+		p := kernels.NewPool(th)
+		x, dst := make([]float32, 256), make([]float32, 256)
+		c.Op = append(c.Op, median(per/4, func() {
+			for range 100 {
+				p.MatMul(dst, tiny, x, 1)
+			}
+		})/100)
+		p.Close()
+	}
 	for _, t := range formats {
 		big, err := matrix(rng, t, mib<<20)
 		if err != nil {

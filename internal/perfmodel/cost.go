@@ -156,11 +156,15 @@ func StageTime(m *Model, r *RankShare, w Work, ep bool, share int) float64 {
 		kvBytes += seqs * 2 * float64(ly.State) * r.Heads
 		mem += kvBytes / n.StreamRate("F16", share)
 		comp += tok * float64(ly.AttnFlopsPerPos) * attnPos * r.Heads / n.FlopRate("F16", share)
-		total += math.Max(mem, comp)
+		ops := float64(ly.Ops)
+		if ly.Experts > 0 {
+			ops += 3 * touched(ly.Experts, ly.Used, int(tok))
+		}
+		total += math.Max(mem, comp) + ops*n.OpCost(share)
 	}
 	if r.Last0 {
 		mem, comp := partsTime(n, share, m.Head, r.Vocab, float64(w.Seqs))
-		total += math.Max(mem, comp)
+		total += math.Max(mem, comp) + n.OpCost(share)
 	}
 	return total
 }
@@ -174,7 +178,11 @@ func AllReduce(k Link, tp int, bytes float64) float64 {
 		return 0
 	}
 	lat := k.Lat.Seconds()
-	one := lat + float64(tp-1)*bytes/k.BW
+	first := lat
+	if k.AR > 0 {
+		first = k.AR.Seconds()
+	}
+	one := first + float64(tp-1)*bytes/k.BW
 	ring := 2 * float64(tp-1) * (lat + bytes/float64(tp)/k.BW)
 	return math.Min(one, ring)
 }
@@ -187,9 +195,7 @@ func (l *Layout) stageLink(s int) Link {
 	k := l.Ranks[s*l.TP].Node.Link
 	for t := 1; t < l.TP; t++ {
 		o := l.Ranks[s*l.TP+t].Node.Link
-		if o.Lat > k.Lat {
-			k.Lat = o.Lat
-		}
+		k.Lat, k.AR = max(k.Lat, o.Lat), max(k.AR, o.AR)
 		k.BW = math.Min(k.BW, o.BW)
 	}
 	return k

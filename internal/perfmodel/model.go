@@ -97,6 +97,11 @@ type Layer struct {
 	// Latent: the cache is MLA's one latent row, which every rank of a
 	// tensor split reads whole.
 	Latent bool
+	// Ops are the layer's operations besides its routed experts' products
+	// (one per weight matrix, and the norms, rope, attention, activation
+	// and residual adds): each costs the node's OpCost, the fixed price
+	// of starting and joining the threads on a product, whatever its size.
+	Ops int
 	// AttnFlopsPerPos is the attention's arithmetic per token per context
 	// position read (scores and the weighted sum).
 	AttnFlopsPerPos int64
@@ -202,6 +207,9 @@ func FromGGUF(f *gguf.Model, c *model.Config) (*Model, error) {
 			continue
 		}
 		ly := &m.Layers[l]
+		if len(t.Shape) >= 2 && t.Shape[1] > 1 && !strings.Contains(name, "_exps") {
+			ly.Ops++
+		}
 		switch {
 		case strings.Contains(name, "_exps"):
 			ly.Expert.Add(t.Type, t.Size/int64(max(c.Experts, 1)), params/int64(max(c.Experts, 1)))
@@ -226,6 +234,7 @@ func FromGGUF(f *gguf.Model, c *model.Config) (*Model, error) {
 		}
 		ly.KVPerPos, ly.IndexPerPos, ly.Window, ly.TopK, ly.State, ly.AttnFlopsPerPos = cacheGeometry(c, l)
 		ly.Latent = c.MLA != nil && !c.IsRecurrent(l)
+		ly.Ops += 6 // two norms, rope, attention (or the recurrence), the activation, the adds
 	}
 	return m, nil
 }

@@ -1,6 +1,7 @@
 package perfmodel
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"regexp"
@@ -16,6 +17,48 @@ import (
 type Link struct {
 	BW  float64 // bytes/s
 	Lat time.Duration
+	// AR, when measured (a netbench sweep), is a small one-shot
+	// all-reduce's time: more than one latency (every rank sends and
+	// waits for every partial); 0 takes Lat.
+	AR time.Duration `json:",omitempty"`
+}
+
+// ParseNetbench reads a `braid netbench --json` report: the link is its
+// slowest pair (the highest p50 one-way latency, the lowest bandwidth) and
+// its smallest one-shot all-reduce.
+func ParseNetbench(data []byte) (Link, error) {
+	var rep struct {
+		Pairs []struct {
+			P50  int64   `json:"p50_ns"`
+			GBps float64 `json:"gbps"`
+		} `json:"pairs"`
+		Sweep []struct {
+			Bytes int    `json:"bytes"`
+			Algo  string `json:"algo"`
+			Time  int64  `json:"time_ns"`
+		} `json:"allreduce"`
+	}
+	if err := json.Unmarshal(data, &rep); err != nil {
+		return Link{}, fmt.Errorf("netbench report: %w", err)
+	}
+	if len(rep.Pairs) == 0 {
+		return Link{}, fmt.Errorf("netbench report: no pairs (a run of one rank?)")
+	}
+	l := Link{BW: math.Inf(1)}
+	for i, p := range rep.Pairs {
+		if p.P50 <= 0 || p.P50 > int64(time.Second) || !(p.GBps > 0) || p.GBps > 1e6 {
+			return Link{}, fmt.Errorf("netbench report: pair %d: p50 %d ns, %g GB/s: want a latency under 1 s and a positive bandwidth", i, p.P50, p.GBps)
+		}
+		l.Lat = max(l.Lat, time.Duration(p.P50))
+		l.BW = math.Min(l.BW, p.GBps*1e9)
+	}
+	small := 0
+	for _, s := range rep.Sweep {
+		if s.Algo == "oneshot" && s.Time > 0 && s.Time < int64(time.Second) && (small == 0 || s.Bytes < small) {
+			small, l.AR = s.Bytes, time.Duration(s.Time)
+		}
+	}
+	return l, nil
 }
 
 // Node is what the cost model knows about one node.
@@ -341,4 +384,20 @@ func (n *Node) effOf() float64 {
 		return n.Cal.DecodeEff()
 	}
 	return n.DecodeEff
+}
+
+// OpCost is the fixed time of one operation on a rank of share ranks
+// running at once on this host: measured on a calibrated node (more when
+// the ranks' threads oversubscribe its cores: they wait for each other's
+// time slices); not modelled (0) for a node known by its spec alone.
+func (n *Node) OpCost(share int) float64 {
+	if n.Cal == nil || len(n.Cal.Op) == 0 {
+		return 0
+	}
+	t := max(n.Threads, 1)
+	c := n.Cal.Op[min(t, len(n.Cal.Op))-1]
+	if busy := t * max(share, 1); busy > n.Cal.Threads {
+		c *= float64(busy) / float64(n.Cal.Threads)
+	}
+	return c
 }

@@ -124,3 +124,31 @@ func TestCalibrateCache(t *testing.T) {
 		t.Errorf("local Q4_K rate %g, measured %g", r, c.Stream["Q4_K"][0])
 	}
 }
+
+func TestParseNetbench(t *testing.T) {
+	rep := `{"pairs":[{"p50_ns":19000,"gbps":1.4},{"p50_ns":25000,"gbps":2}],
+	  "allreduce":[{"bytes":2048,"algo":"oneshot","time_ns":40000},{"bytes":1024,"algo":"oneshot","time_ns":32000},{"bytes":1024,"algo":"ring","time_ns":90000}]}`
+	l, err := ParseNetbench([]byte(rep))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Lat != 25*time.Microsecond || l.BW != 1.4e9 || l.AR != 32*time.Microsecond {
+		t.Errorf("got %+v, want the slowest pair's 25us and 1.4 GB/s, the 1 KiB one-shot's 32us", l)
+	}
+	for _, bad := range []string{`{`, `{"pairs":[]}`, `{"pairs":[{"p50_ns":0,"gbps":1}]}`, `{"pairs":[{"p50_ns":100,"gbps":-1}]}`} {
+		if _, err := ParseNetbench([]byte(bad)); err == nil || !strings.Contains(err.Error(), "netbench report") {
+			t.Errorf("%s: %v", bad, err)
+		}
+	}
+}
+
+func FuzzParseNetbench(f *testing.F) {
+	f.Add([]byte(`{"pairs":[{"p50_ns":19000,"gbps":1.4}],"allreduce":[{"bytes":1024,"algo":"oneshot","time_ns":32000}]}`))
+	f.Add([]byte(`{"pairs":[{"p50_ns":-1,"gbps":1e309}]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		l, err := ParseNetbench(b)
+		if err == nil && (l.Lat <= 0 || !(l.BW > 0) || math.IsInf(l.BW, 0) || l.AR < 0) {
+			t.Fatalf("accepted %+v from %q", l, b)
+		}
+	})
+}
