@@ -68,15 +68,12 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 		if cf.active() || *nRanks != 0 || *mems != "" {
 			return usagef("--nodes describes the ranks: give it instead of --workers, --cluster, --ranks and --mem")
 		}
-		if _, err := resolveModel(path, *pull, stderr); err != nil {
-			return err
-		}
-		f, err := gguf.Open(*path)
+		f, name, done, err := openPlanModel(path, *pull, stderr)
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		return runPlanSpeed(&sf, f, filepathBase(*path), *ctx, *parallel, *batch, *threads, stdout)
+		defer done()
+		return runPlanSpeed(&sf, f, name, *ctx, *parallel, *batch, *threads, stdout)
 	}
 	hm, err := resolveModel(path, *pull, stderr)
 	if err != nil {

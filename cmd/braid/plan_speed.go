@@ -165,6 +165,49 @@ func layoutOf(p *plan.Plan, c *model.Config, nodes []perfmodel.Node) *perfmodel.
 	return l
 }
 
+// openPlanModel opens -m for --nodes: a GGUF (or hub reference), or a
+// model described by its hyperparameters, FILE.json[#NAME] (the format
+// of internal/perfmodel/testdata/published.json; NAME picks one of
+// several), laid out as a sparse shape file in a temporary directory.
+func openPlanModel(path *string, pull bool, stderr io.Writer) (*gguf.Model, string, func(), error) {
+	file, pick, _ := strings.Cut(*path, "#")
+	if strings.HasSuffix(file, ".json") {
+		ds, err := perfmodel.ReadDescribed(file)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		var d *perfmodel.Described
+		var names []string
+		for i := range ds {
+			names = append(names, ds[i].Name)
+			if ds[i].Name == pick || (pick == "" && len(ds) == 1) {
+				d = &ds[i]
+			}
+		}
+		if d == nil {
+			return nil, "", nil, usagef("-m %s: name one model with #NAME: %s", file, strings.Join(names, ", "))
+		}
+		dir, err := os.MkdirTemp("", "braid-plan-")
+		if err != nil {
+			return nil, "", nil, err
+		}
+		f, _, err := d.Open(dir)
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, "", nil, err
+		}
+		return f, d.Name + " (described: " + file + ")", func() { f.Close(); os.RemoveAll(dir) }, nil
+	}
+	if _, err := resolveModel(path, pull, stderr); err != nil {
+		return nil, "", nil, err
+	}
+	f, err := gguf.Open(*path)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return f, filepathBase(*path), func() { f.Close() }, nil
+}
+
 func runPlanSpeed(s *speedFlags, f *gguf.Model, name string, ctx, parallel, batch, threads int, stdout io.Writer) error {
 	c, err := model.ReadConfig(f)
 	if err != nil {
