@@ -117,6 +117,31 @@ func TestPlanSpeed(t *testing.T) {
 		}
 	}
 
+	// A model described by its hyperparameters, planned without its file:
+	// gpt-oss-120b fits one GB10 and tp 2 is predicted faster for one
+	// stream than one node (the bytes halve, 72 exchanges cost less).
+	desc := filepath.Join("..", "..", "internal", "perfmodel", "testdata", "published.json")
+	out, e, code = braidEnv(t, env, "plan", "-m", desc+"#gpt-oss-120b MXFP4", "--nodes", "2xgb10", "-c", "512", "--json")
+	if code != 0 {
+		t.Fatalf("described model: exit %d: %s", code, e)
+	}
+	rep = speedReport{}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	dec := map[string]float64{}
+	for _, r := range rep.Rows {
+		if r.Feasible && r.Experts == "ff" {
+			dec[r.Split] = r.PerStream[0]
+		}
+	}
+	if !(dec["single"] > 0 && dec["tp 2"] > dec["single"]) || !strings.Contains(rep.Model, "gpt-oss-120b") {
+		t.Errorf("described gpt-oss-120b on 2 GB10s: %v (%s)", dec, rep.Model)
+	}
+	if _, e, code = braidEnv(t, env, "plan", "-m", desc+"#no such model", "--nodes", "gb10"); code != 2 || !strings.Contains(e, "GLM-5.2") {
+		t.Errorf("an unknown described model: exit %d, %s", code, e)
+	}
+
 	// Calibrate, then local is this node.
 	out, e, code = braidEnv(t, env, "plan", "--calibrate", "-t", "1")
 	if code != 0 || !strings.Contains(out, "Q4_K") {
