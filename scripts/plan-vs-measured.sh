@@ -38,7 +38,8 @@ nice "$BRAID" worker --listen "$W1" -t 1 >/dev/null 2>&1 & pids+=($!)
 nice "$BRAID" worker --listen "$W2" -t 1 >/dev/null 2>&1 & pids+=($!)
 sleep 2
 
-rows=$(mktemp)
+rows=${ROWS:-$(mktemp)}
+: >"$rows"
 for m in $MODELS; do
 	load=$(cut -d' ' -f1-3 /proc/loadavg)
 	# name | threads | nodes | split row in plan | bench flags
