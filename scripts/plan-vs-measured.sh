@@ -16,7 +16,8 @@
 # prediction takes decode at context N/2 (the mean over the run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-: "${MODELS:?set MODELS to the GGUF files to check (braid genmodel --preset NAME)}"
+: "${MODELS:=}"
+[ -n "$MODELS" ] || [ -n "${REPREDICT:-}" ] || { echo "set MODELS to the GGUF files to check (braid genmodel --preset NAME)" >&2; exit 2; }
 RUNS=${RUNS:-5}
 P=${P:-64}
 N=${N:-32}
@@ -25,9 +26,31 @@ BRAID=${BRAID:-./bin/braid}
 [ -x "$BRAID" ] || go build -o "$BRAID" ./cmd/braid
 ALL=$(nproc)
 
+if [ -n "${REPREDICT:-}" ]; then
+	# Predict again with this build (the cached calibration of the run
+	# that measured), keeping the measured columns of the rows in REPREDICT.
+	rows=$REPREDICT
+	new=$(mktemp)
+	while IFS= read -r line; do
+		args=$(python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print("\t".join([r["path"], str(r["threads"]), r["nodes"], r["split"]]))' "$line")
+		IFS=$'\t' read -r m t nodes split <<<"$args"
+		pred=$("$BRAID" plan -m "$m" --nodes "$nodes" -t "$t" -c $((N / 2)) --prompt "$P" --streams 1 --json)
+		python3 - "$line" "$split" "$pred" >>"$new" <<'PY'
+import json, sys
+r = json.loads(sys.argv[1]); split = sys.argv[2]
+p = [x for x in json.loads(sys.argv[3])["splits"] if x["split"] == split and not x.get("spec_rates") and x.get("experts") != "whole"][0]
+r["pred_decode"], r["pred_prefill"] = p["decode_tps_per_stream"][0], p["prefill_tps"]
+print(json.dumps(r))
+PY
+	done <"$rows"
+	cp "$new" "$rows"
+	MODELS=
+fi
+
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT
+[ -z "$MODELS" ] || {
 # The loopback links between local ranks, then this node's kernels.
 nb=$(mktemp)
 nice "$BRAID" netbench --local 2 --json --max-bytes 1M --budget 64M >"$nb"
@@ -40,19 +63,20 @@ sleep 2
 
 rows=${ROWS:-$(mktemp)}
 : >"$rows"
+
 for m in $MODELS; do
 	load=$(cut -d' ' -f1-3 /proc/loadavg)
 	# name | threads | nodes | split row in plan | bench flags
 	while IFS='|' read -r name t nodes split flags; do
 		pred=$(nice "$BRAID" plan -m "$m" --nodes "$nodes" -t "$t" -c $((N / 2)) --prompt "$P" --streams 1 --json)
 		meas=$(nice "$BRAID" bench -m "$m" -p "$P" -n "$N" -r "$RUNS" -t "$t" $flags --json 2>/dev/null) || meas=null
-		python3 - "$m" "$name" "$split" "$load" "$pred" "$meas" >>"$rows" <<'PY'
+		python3 - "$m" "$name" "$split" "$load" "$pred" "$meas" "$t" "$nodes" >>"$rows" <<'PY'
 import json, os, sys
-m, name, split, load, pred, meas = sys.argv[1:]
+m, name, split, load, pred, meas, t, nodes = sys.argv[1:]
 rows = [r for r in json.loads(pred)["splits"] if r["split"] == split and not r.get("spec_rates") and r.get("experts") != "whole"]
 p = rows[0] if rows else {}
 x = (json.loads(meas) or [None])[0] if meas != "null" else None
-out = {"model": os.path.basename(m), "config": name, "load": load,
+out = {"model": os.path.basename(m), "path": m, "config": name, "load": load, "threads": int(t), "nodes": nodes, "split": split,
        "pred_decode": p.get("decode_tps_per_stream", [0])[0], "pred_prefill": p.get("prefill_tps", 0)}
 if x:
     out.update(meas_decode=x["decode_tps_median"], decode_lo=x["decode_tps_min"], decode_hi=x["decode_tps_max"],
@@ -68,6 +92,7 @@ tensor, 3 ranks x 1 thread|1|3xlocal|tp 3|--workers $W1,$W2 --split tensor
 layer, 3 ranks x 1 thread|1|3xlocal|pp 3|--workers $W1,$W2 --split layer
 EOF2
 done
+}
 
 table=$(python3 - "$rows" "$RUNS" "$P" "$N" <<'PY'
 import json, sys

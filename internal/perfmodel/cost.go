@@ -327,13 +327,41 @@ func sumExchange(l *Layout, m *Model, w Work) float64 {
 }
 
 // Prefill is one sequence's prompt of prompt tokens, in chunks of at most
-// batch, through the stages one after the other: tok/s.
+// batch: tok/s. Over a layer split each chunk runs as PP micro-batches
+// (as braid's ranks cut it: cluster/rank.go), so a stage works on the
+// next one while the later stages work on the one before; the stages then
+// run at once, sharing their hosts.
 func (l *Layout) Prefill(m *Model, prompt, batch int) float64 {
 	var t float64
 	for done := 0; done < prompt; done += batch {
 		n := min(batch, prompt-done)
-		s := l.Step(m, Work{Seqs: 1, Tokens: n, Ctx: done})
-		t += s.Compute + s.Exchange
+		if l.PP == 1 {
+			s := l.Step(m, Work{Seqs: 1, Tokens: n, Ctx: done})
+			t += s.Compute + s.Exchange
+			continue
+		}
+		parts := min(l.PP, n)
+		fin := make([]float64, l.PP) // when each stage finished its last micro-batch
+		var ready float64
+		at := done
+		for j := 0; j < parts; j++ {
+			tok := n / parts
+			if j < n%parts {
+				tok++
+			}
+			ready = 0
+			for s := 0; s < l.PP; s++ {
+				p := l.StageParts(m, s, Work{Seqs: 1, Tokens: tok, Ctx: at}, true)
+				arrive := ready
+				if s > 0 {
+					arrive += Send(l.stageLink(s), float64(m.Embd*4*tok))
+				}
+				fin[s] = math.Max(fin[s], arrive) + p.Compute + p.Exchange
+				ready = fin[s]
+			}
+			at += tok
+		}
+		t += ready + Send(l.stageLink(l.PP-1), 8)
 	}
 	return float64(prompt) / t
 }

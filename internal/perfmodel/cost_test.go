@@ -113,3 +113,22 @@ func TestExpertPlacement(t *testing.T) {
 		t.Errorf("prefill compute: FF %g s, whole %g s", fc, ec)
 	}
 }
+
+// TestPrefillPipelined: over a layer split of balanced stages a prompt
+// runs as PP micro-batches, so with compute-bound stages it takes about
+// (2PP-1)/PP^2 of the stages one after the other (3/4 for two stages).
+func TestPrefillPipelined(t *testing.T) {
+	m := toy(4, false)
+	m.Head = nil
+	ns := nodes(2)
+	for i := range ns {
+		ns[i].Link = Link{BW: 1e15, Lat: time.Nanosecond}
+		ns[i].FLOPS = 1e9 // compute-bound: 512 tokens x 16e6 flops a token is 8 s
+	}
+	one, _ := EvenLayout(m, ns[:1], 1, 1, false)
+	pp, _ := EvenLayout(m, ns, 1, 2, false)
+	a, b := one.Prefill(m, 512, 512), pp.Prefill(m, 512, 512)
+	if r := a / b; math.Abs(r-0.75) > 0.01 {
+		t.Errorf("one node %.2f tok/s, two stages %.2f: ratio %.3f, want 0.75", a, b, r)
+	}
+}
