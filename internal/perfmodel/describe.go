@@ -75,8 +75,35 @@ func class(name string) string {
 	return "attn"
 }
 
+// check bounds the shape, which comes from a user's file, before it is
+// laid out: sizes past any real model's are refused naming the field.
+func (d *Described) check() error {
+	c := &d.Shape
+	for _, f := range []struct {
+		name   string
+		v, max int
+	}{{"Layers", c.Layers, 1024}, {"Embd", c.Embd, 1 << 17}, {"FF", c.FF, 1 << 20}, {"Heads", c.Heads, 4096},
+		{"KVHeads", c.KVHeads, 4096}, {"HeadDim", c.HeadDim, 4096}, {"Vocab", c.Vocab, 1 << 21}, {"Experts", c.Experts, 4096},
+		{"ExpertsUsed", c.ExpertsUsed, 4096}, {"ExpertFF", c.ExpertFF, 1 << 20}, {"NextN", c.NextN, 16}, {"LeadingDense", c.LeadingDense, 1024},
+		{"ExpertShared", c.ExpertShared, 64}, {"QLoraRank", c.QLoraRank, 1 << 16}, {"KVLoraRank", c.KVLoraRank, 1 << 16},
+		{"QKNopeDim", c.QKNopeDim, 4096}, {"VHeadDim", c.VHeadDim, 4096}, {"RopeDim", c.RopeDim, 4096},
+		{"IndexerHeads", c.IndexerHeads, 4096}, {"IndexerDim", c.IndexerDim, 4096}, {"SSMState", c.SSMState, 4096},
+		{"SSMKeyHeads", c.SSMKeyHeads, 4096}, {"SSMValueHeads", c.SSMValueHeads, 4096}, {"Context", c.Context, 1 << 24}} {
+		if f.v < 0 || f.v > f.max {
+			return fmt.Errorf("perfmodel: %s: shape.%s %d: want 0 to %d", d.Name, f.name, f.v, f.max)
+		}
+	}
+	if c.Layers < 1 || c.Embd < 1 || c.Vocab < 1 {
+		return fmt.Errorf("perfmodel: %s: shape needs Layers, Embd and Vocab", d.Name)
+	}
+	return nil
+}
+
 // config is the modelgen configuration of d with its formats.
 func (d *Described) config() (modelgen.Config, error) {
+	if err := d.check(); err != nil {
+		return modelgen.Config{}, err
+	}
 	c := d.Shape
 	c.Name = d.Name
 	c.ShapeOnly = true
