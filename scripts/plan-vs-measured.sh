@@ -39,7 +39,8 @@ if [ -n "${REPREDICT:-}" ]; then
 import json, sys
 r = json.loads(sys.argv[1]); split = sys.argv[2]
 p = [x for x in json.loads(sys.argv[3])["splits"] if x["split"] == split and not x.get("spec_rates") and x.get("experts") != "whole"][0]
-r["pred_decode"], r["pred_prefill"] = p["decode_tps_per_stream"][0], p["prefill_tps"]
+if p.get("feasible"):
+    r["pred_decode"], r["pred_prefill"] = p["decode_tps_per_stream"][0], p["prefill_tps"]
 print(json.dumps(r))
 PY
 	done <"$rows"
@@ -77,7 +78,9 @@ rows = [r for r in json.loads(pred)["splits"] if r["split"] == split and not r.g
 p = rows[0] if rows else {}
 x = (json.loads(meas) or [None])[0] if meas != "null" else None
 out = {"model": os.path.basename(m), "path": m, "config": name, "load": load, "threads": int(t), "nodes": nodes, "split": split,
-       "pred_decode": p.get("decode_tps_per_stream", [0])[0], "pred_prefill": p.get("prefill_tps", 0)}
+       "pred_decode": (p.get("decode_tps_per_stream") or [0])[0], "pred_prefill": p.get("prefill_tps") or 0}
+if not p.get("feasible"):
+    out["why"] = p.get("why", "no such split")
 if x:
     out.update(meas_decode=x["decode_tps_median"], decode_lo=x["decode_tps_min"], decode_hi=x["decode_tps_max"],
                meas_prefill=x["prefill_tps_median"], prefill_lo=x["prefill_tps_min"], prefill_hi=x["prefill_tps_max"])
@@ -102,6 +105,9 @@ print(f"| model | split | load | decode predicted | decode measured (median [ran
 print("|---|---|---|---|---|---|---|---|---|")
 within = total = 0
 for r in rows:
+    if "why" in r:
+        print(f"| {r['model']} | {r['config']} | {r['load']} | - | does not run: {r['why']} | - | - | - | - |")
+        continue
     if "meas_decode" not in r:
         print(f"| {r['model']} | {r['config']} | {r['load']} | {r['pred_decode']:.1f} | did not run | - | {r['pred_prefill']:.1f} | - | - |")
         continue
