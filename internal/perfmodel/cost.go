@@ -123,11 +123,12 @@ func StageTime(m *Model, r *RankShare, w Work, ep bool, share int) float64 {
 			if ep {
 				// Whole experts: the rank runs those of its own that the
 				// step's tokens chose; the busiest rank sets the pace,
-				// taken as its mean share plus one expert (the
-				// imbalance of a few tokens' picks).
+				// taken as its mean share plus one standard deviation
+				// (about the square root of a Poisson count: the
+				// imbalance of a few tokens' picks), as many products.
 				own := int(math.Round(float64(ly.Experts) * r.Experts))
 				used := touched(ly.Experts, ly.Used, int(tok)) * r.Experts
-				busiest := math.Min(float64(own), used+math.Sqrt(used)) // mean plus about one standard deviation
+				busiest := math.Min(float64(own), used+math.Sqrt(used))
 				a, _ := partsTime(n, share, ly.Expert, busiest, 0)
 				_, b := partsTime(n, share, ly.Expert, 1, math.Min(tok*float64(ly.Used)*r.Experts+math.Sqrt(tok*float64(ly.Used)*r.Experts), tok*float64(ly.Used)))
 				add(a, b)
