@@ -23,6 +23,8 @@ func init() {
 	register("plan", "show which rank holds which slice of a model, and whether it fits", runPlan)
 }
 
+func filepathBase(p string) string { return p[strings.LastIndex(p, "/")+1:] }
+
 func runPlan(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("plan", "-m MODEL [--workers HOST:PORT,... | --cluster FILE | --ranks N] [--mem BYTES,...] [--split tensor|layer|tensor=T,layer=L] [--tensor-split W,...] [-c CTX] [--parallel N] [--spec mtp]", stderr)
 	path := fs.String("m", "", "model file (GGUF; any part of a split model), or ORG/NAME[:QUANT] from the Hugging Face hub cache")
@@ -43,11 +45,35 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 	kvF32 := fs.Bool("kv-f32", false, "KV cache in float32 instead of float16")
 	loadMode := fs.String("load-mode", "auto", "this node's (rank 0's) --load-mode, for its memory need: "+plan.LoadModes)
 	specKind := fs.String("spec", "none", "the --spec of the run planned for: with mtp rank 0 also holds the model's MTP head whole (ngram, draft, none: nothing more on the ranks)")
+	var sf speedFlags
+	sf.register(fs)
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return err
 	}
+	if sf.calibrate {
+		if *threads < 1 {
+			return usagef("-t must be at least 1")
+		}
+		if err := runCalibrate(&sf, *threads, stdout); err != nil {
+			return err
+		}
+		if sf.nodes == "" {
+			return nil
+		}
+	}
 	if *path == "" {
 		return usagef("-m MODEL is required")
+	}
+	if sf.nodes != "" {
+		if cf.active() || *nRanks != 0 || *mems != "" {
+			return usagef("--nodes describes the ranks: give it instead of --workers, --cluster, --ranks and --mem")
+		}
+		f, name, done, err := openPlanModel(path, *pull, stderr)
+		if err != nil {
+			return err
+		}
+		defer done()
+		return runPlanSpeed(&sf, f, name, *ctx, *parallel, *batch, *threads, stdout)
 	}
 	hm, err := resolveModel(path, *pull, stderr)
 	if err != nil {

@@ -44,6 +44,9 @@ type Config struct {
 	RopeOrigContext            int
 	YarnBetaFast, YarnBetaSlow float32
 	Seed                       uint64
+	// ShapeOnly lays the model out for File.WriteShape alone: its types
+	// need no quantizer (Q2_K, IQ2_XXS), and writing its data is refused.
+	ShapeOnly bool `json:"-"`
 
 	// The fields below shape the families added after gpt-oss (see
 	// families.go): deepseek2 (DeepSeek-V2/V3: MLA and routed plus shared
@@ -374,7 +377,7 @@ func (p *planner) add(name string, t quant.Type, mean, std float64, shape []int)
 		sh[i] = int64(d)
 		n *= int64(d)
 	}
-	if !quant.CanQuantize(t) {
+	if !quant.CanQuantize(t) && !p.c.ShapeOnly {
 		p.err = fmt.Errorf("modelgen: %s: quantizing to %s is not supported", name, t)
 		return
 	}

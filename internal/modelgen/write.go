@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -149,6 +150,9 @@ func (f *File) WriteTo(out io.Writer) (int64, error) {
 }
 
 func (f *File) write(out io.Writer, progress func(done, total int64)) (int64, error) {
+	if f.cfg.ShapeOnly {
+		return 0, errors.New("a ShapeOnly layout has no data to write (WriteShape)")
+	}
 	workers := max(1, runtime.GOMAXPROCS(0)-1)
 	// Every piece in flight comes from free, so the channels below, as
 	// large as free, never block a sender.
@@ -282,6 +286,30 @@ func (f *File) WriteFile(path string, progress func(done, total int64)) (err err
 	}
 	if err = os.Rename(tmp.Name(), path); err != nil {
 		return fmt.Errorf("modelgen: %w", err)
+	}
+	return nil
+}
+
+// WriteShape writes only the model's header (metadata and tensor
+// directory) to path and extends the file to its full size without
+// writing the data: a sparse file that reads as zeros. It lets a model too
+// large to generate (a 744B shape) be opened, configured and planned
+// (braid plan's performance model) as if it were on disk; its weights are
+// not weights and must never be run.
+func (f *File) WriteShape(path string) error {
+	out, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("modelgen: %w", err)
+	}
+	_, err = out.Write(f.header)
+	if err == nil {
+		err = out.Truncate(f.size)
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("modelgen: %s: %w", path, err)
 	}
 	return nil
 }
