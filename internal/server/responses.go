@@ -302,14 +302,10 @@ func (q *responsesRequest) toolSetup() (*toolSetup, *apiError) {
 		}
 	}
 	if !isNull(q.ToolChoice) {
-		var s string
-		if json.Unmarshal(q.ToolChoice, &s) == nil {
-			switch s {
-			case "none", "auto", "required":
-				ts.choice = s
-			default:
-				return nil, badRequest("tool_choice", "tool_choice %q is not one of none, auto, required, or {\"type\": \"function\", \"name\": ...}", s)
-			}
+		if word, ok, e := toolChoiceWord(q.ToolChoice, `{"type": "function", "name": ...}`); e != nil {
+			return nil, e
+		} else if ok {
+			ts.choice = word
 		} else {
 			var c struct {
 				Type string `json:"type"`

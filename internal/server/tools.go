@@ -77,14 +77,10 @@ func (q *chatRequest) tools() (*toolSetup, *apiError) {
 		}
 	}
 	if !isNull(q.ToolChoice) {
-		var s string
-		if json.Unmarshal(q.ToolChoice, &s) == nil {
-			switch s {
-			case "none", "auto", "required":
-				ts.choice = s
-			default:
-				return nil, badRequest("tool_choice", "tool_choice %q is not one of none, auto, required, or {\"type\": \"function\", \"function\": {\"name\": ...}}", s)
-			}
+		if word, ok, e := toolChoiceWord(q.ToolChoice, `{"type": "function", "function": {"name": ...}}`); e != nil {
+			return nil, e
+		} else if ok {
+			ts.choice = word
 		} else {
 			var c struct {
 				Type     string `json:"type"`
@@ -307,4 +303,18 @@ func (b *Backend) outputGuide(ts *toolSetup, spec *constraintSpec, opened bool, 
 		return b.specGuide(spec, true, b.reasoning, opened)
 	}
 	return nil, nil
+}
+
+// toolChoiceWord reads a tool_choice given as a word (none, auto,
+// required): ok is false when it is not a string (the endpoint's object
+// shape, named in the error as shape, is then its to read).
+func toolChoiceWord(raw json.RawMessage, shape string) (word string, ok bool, e *apiError) {
+	if json.Unmarshal(raw, &word) != nil {
+		return "", false, nil
+	}
+	switch word {
+	case "none", "auto", "required":
+		return word, true, nil
+	}
+	return "", false, badRequest("tool_choice", "tool_choice %q is not one of none, auto, required, or %s", word, shape)
 }
