@@ -14,6 +14,9 @@ type Matrix struct {
 	Type       quant.Type
 	Rows, Cols int
 	Data       []byte
+	// Layout is Data's arrangement: Plain as in the file, or repacked
+	// for this CPU's kernels at load (Repack).
+	Layout Layout
 }
 
 // rowBytes returns the byte length of one row, panicking on a malformed
@@ -48,6 +51,12 @@ type matJob struct {
 	src   []float32
 	conv  func(dst []byte, src []float32)
 	colsC int // vectors per conversion chunk
+
+	// x8 is set for a repacked (X8) matrix: with x8dot its kernels
+	// compute every vector (decode, exact verification), else each chunk
+	// of rows is unpacked to plain rows for the tiles.
+	x8    *x8Format
+	x8dot bool
 }
 
 // MatMul computes dst[j*w.Rows+i] = dot(row i of w, x[j*w.Cols:(j+1)*w.Cols])
@@ -119,7 +128,19 @@ func (p *Pool) matMulWith(impl *dotImpl, dst []float32, w *Matrix, x []float32, 
 	// the tiles round differently from it; then the row dot's own tile
 	// (mmDot), or the row dot once per vector.
 	tiles := n > 1 && (n > p.exactCols || impl.exactTiles)
+	if w.Layout == X8 {
+		// A repacked matrix has one arithmetic for every vector count
+		// (x8Format's dot8); only products too large to be exact take
+		// the tiles, on rows unpacked chunk by chunk.
+		j.x8 = x8For(w.Type, impl.name == "generic")
+		if j.x8 == nil || j.x8.act != impl.act {
+			panic("kernels: " + w.Type.String() + " matrix in the x8 layout without x8 kernels")
+		}
+		tiles = n > 1 && n > p.exactCols
+		j.x8dot = !tiles
+	}
 	switch {
+	case j.x8dot:
 	case tiles:
 		j.mm, j.tr, j.tc = impl.mm, impl.mmRows, impl.mmCols
 	case n > 1 && impl.mmDot != nil:
@@ -154,17 +175,20 @@ func (p *Pool) matMulWith(impl *dotImpl, dst []float32, w *Matrix, x []float32, 
 	// number of tile heights so each chunk's weights stay in L2 while every
 	// activation vector streams past them.
 	step := max(16, w.Rows/(8*p.threads))
-	if n > 1 {
+	if n > 1 && !j.x8dot {
 		step = 64
 		if j.mm != nil {
 			step = max(j.tr, step/j.tr*j.tr)
 		}
 	}
+	if j.x8 != nil {
+		step = (step + 7) &^ 7 // whole groups
+	}
 	j.rowStep = step
 	p.job.chunks = (w.Rows + step - 1) / step
 	p.job.run = runMatMul
 	p.start()
-	j.w, j.x, j.dst, j.src, j.mm = nil, nil, nil, nil, nil
+	j.w, j.x, j.dst, j.src, j.mm, j.x8 = nil, nil, nil, nil, nil, nil
 }
 
 // convert quantizes the n activation vectors into the pool's scratch.
@@ -212,9 +236,22 @@ func runMatMul(p *Pool, c int) {
 	r0 := c * j.rowStep
 	r1 := min(r0+j.rowStep, j.rows)
 	dot, cols, ldw, ldx := j.impl.dot, j.cols, j.ldw, j.ldx
+	if j.x8dot {
+		runX8(j, r0, r1)
+		return
+	}
 	if j.n == 1 {
 		j.impl.vecRows(cols, j.w, ldw, j.x[:ldx], j.dst, r0, r1)
 		return
+	}
+	// A repacked matrix's chunk is unpacked for the tiles (or the row
+	// dot per vector where there are none): w holds rows [base, r1).
+	w, base := j.w, 0
+	if j.x8 != nil {
+		buf := p.x8Take((r1 - r0) * ldw)
+		defer p.x8Put(buf)
+		j.x8.unpackRows(buf, j.w, j.rows, ldw, r0, r1)
+		w, base = buf, r0
 	}
 	if mm := j.mm; mm != nil {
 		tr, tc := j.tr, j.tc
@@ -222,7 +259,7 @@ func runMatMul(p *Pool, c int) {
 			nc := min(tc, j.n-v)
 			for r := r0; r < r1; r += tr {
 				nr := min(tr, r1-r)
-				mm(cols, j.w[r*ldw:], ldw, j.x[v*ldx:], ldx, j.dst[v*j.rows+r:], j.rows, nr, nc)
+				mm(cols, w[(r-base)*ldw:], ldw, j.x[v*ldx:], ldx, j.dst[v*j.rows+r:], j.rows, nr, nc)
 			}
 		}
 		return
@@ -231,7 +268,7 @@ func runMatMul(p *Pool, c int) {
 		x := j.x[v*ldx : (v+1)*ldx]
 		d := j.dst[v*j.rows:]
 		for r := r0; r < r1; r++ {
-			d[r] = dot(cols, j.w[r*ldw:(r+1)*ldw], x)
+			d[r] = dot(cols, w[(r-base)*ldw:(r-base+1)*ldw], x)
 		}
 	}
 }

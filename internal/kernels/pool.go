@@ -43,6 +43,8 @@ type Pool struct {
 	actLdx  int
 
 	exactCols int // see SetExactColumns
+
+	x8free chan []byte // unpacked-row scratch of repacked products' tiles
 }
 
 // job describes the work of one parallel call; workers read it after being
@@ -72,7 +74,7 @@ func NewPool(threads int) *Pool {
 	if threads <= 0 {
 		threads = runtime.NumCPU()
 	}
-	p := &Pool{threads: threads, parked: make([]atomic.Bool, threads-1)}
+	p := &Pool{threads: threads, parked: make([]atomic.Bool, threads-1), x8free: make(chan []byte, threads)}
 	for i := 1; i < threads; i++ {
 		p.wake = append(p.wake, make(chan struct{}, 1))
 	}

@@ -1,0 +1,226 @@
+package kernels
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+
+	"braid/internal/quant"
+)
+
+// Layout is how a Matrix's Data is arranged.
+type Layout uint8
+
+const (
+	// Plain is the GGUF layout: rows one after another, each the format's
+	// blocks in order.
+	Plain Layout = iota
+	// X8 interleaves groups of eight rows block by block for kernels
+	// whose vector lanes are rows (see x8Format): the scales of eight rows
+	// are unpacked by one instruction and every activation byte loaded
+	// once serves eight rows. A group takes the bytes its eight plain rows
+	// took, so row ranges that are multiples of eight keep their offsets;
+	// the rows after the last full group stay plain.
+	X8
+)
+
+func (l Layout) String() string {
+	switch l {
+	case Plain:
+		return "plain"
+	case X8:
+		return "x8"
+	}
+	return fmt.Sprintf("layout(%d)", uint8(l))
+}
+
+// x8Format is one weight type's X8 layout and its kernels.
+//
+// The arithmetic of dot8 is the format's canonical row arithmetic (ref):
+// every row's result is, bit for bit, ref on that row, whatever the group,
+// the number of vectors or the threads. That is what lets a repacked
+// matrix serve decode, exact verification of several tokens and tensor
+// splits cut anywhere with one rounding, and what lets the rows after the
+// last group use ref itself.
+type x8Format struct {
+	name  string // kernel name for Selected and doctor, "avx2"
+	act   quant.Type
+	block int // bytes of one plain block (the format's 256 values)
+	// pack and unpack convert one group of nb blocks of eight rows:
+	// src plain rows (8*nb*block bytes, row after row) to dst, and back.
+	pack, unpack func(dst, src []byte, nb int)
+	// dot8 multiplies one group (nb blocks) by one converted vector x,
+	// writing the eight rows' results to dst[0:8].
+	dot8 func(nb int, w, x []byte, dst *[8]float32)
+	// ref is the row dot with dot8's arithmetic on a plain row.
+	ref func(n int, w, x []byte) float32
+}
+
+var (
+	x8Generic = map[quant.Type]*x8Format{} // pure-Go dot8: the oracle
+	x8Fast    = map[quant.Type]*x8Format{} // assembly, registered where this CPU runs it
+)
+
+// repackOff is read once: BRAID_REPACK=off keeps every matrix plain, so
+// that the layout's effect can be measured against the same binary.
+var repackOff = os.Getenv("BRAID_REPACK") == "off"
+
+var (
+	repackMu      sync.Mutex
+	repackStopped = repackOff
+)
+
+// SetRepack turns repacking at load on or off for matrices repacked after
+// the call (braid's --repack flag); BRAID_REPACK=off starts it off.
+func SetRepack(on bool) {
+	repackMu.Lock()
+	repackStopped = !on
+	repackMu.Unlock()
+}
+
+// LayoutFor is the layout this CPU's kernels want for weight type t: X8
+// where an assembly kernel on it exists and repacking is on, else Plain
+// (the pure-Go references read the plain layout: BRAID_KERNELS=generic
+// repacks nothing).
+func LayoutFor(t quant.Type) Layout {
+	repackMu.Lock()
+	off := repackStopped
+	repackMu.Unlock()
+	if off || forcedGeneric {
+		return Plain
+	}
+	if _, ok := x8Fast[t]; ok {
+		return X8
+	}
+	return Plain
+}
+
+// PackedChoice is the layout chosen for one weight type, for doctor and
+// the load log.
+type PackedChoice struct {
+	Type   quant.Type
+	Layout Layout
+	Impl   string
+}
+
+// PackedSelected lists the weight types repacked at load on this CPU.
+func PackedSelected() []PackedChoice {
+	var out []PackedChoice
+	for t, f := range x8Fast {
+		if LayoutFor(t) == X8 {
+			out = append(out, PackedChoice{Type: t, Layout: X8, Impl: f.name})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Type < out[j].Type })
+	return out
+}
+
+func x8For(t quant.Type, generic bool) *x8Format {
+	if generic {
+		return x8Generic[t]
+	}
+	if f := x8Fast[t]; f != nil {
+		return f
+	}
+	return x8Generic[t]
+}
+
+// Repack returns m in layout l, in new memory (m's Data is left as it
+// is: it may be a read-only view of a mapped file, or shared with the
+// token embedding). A matrix already in l, or of a type without l, is
+// returned as it is; ok says whether it was repacked.
+func Repack(m Matrix, l Layout) (out Matrix, ok bool) {
+	if l != X8 || m.Layout == l || m.Rows < 8 {
+		return m, false
+	}
+	f := x8For(m.Type, false)
+	if f == nil {
+		return m, false
+	}
+	rb := m.rowBytes()
+	nb := rb / f.block
+	data := make([]byte, rb*m.Rows)
+	full := m.Rows / 8 * 8
+	for g := 0; g < full; g += 8 {
+		f.pack(data[g*rb:(g+8)*rb], m.Data[g*rb:(g+8)*rb], nb)
+	}
+	copy(data[full*rb:], m.Data[full*rb:m.Rows*rb])
+	m.Data, m.Layout = data, l
+	return m, true
+}
+
+// Unpack returns m in the plain layout, in new memory; the inverse of
+// Repack, byte for byte.
+func Unpack(m Matrix) Matrix {
+	if m.Layout == Plain {
+		return m
+	}
+	f := x8For(m.Type, false)
+	rb := m.rowBytes()
+	nb := rb / f.block
+	data := make([]byte, rb*m.Rows)
+	full := m.Rows / 8 * 8
+	for g := 0; g < full; g += 8 {
+		f.unpack(data[g*rb:(g+8)*rb], m.Data[g*rb:(g+8)*rb], nb)
+	}
+	copy(data[full*rb:], m.Data[full*rb:m.Rows*rb])
+	m.Data, m.Layout = data, Plain
+	return m
+}
+
+// unpackRows writes plain rows [r0, r1) (r0 a multiple of 8) of a
+// repacked matrix of rows rows, rb bytes a row, into dst.
+func (f *x8Format) unpackRows(dst, data []byte, rows, rb, r0, r1 int) {
+	nb := rb / f.block
+	full := rows / 8 * 8
+	r := r0
+	for ; r+8 <= r1 && r+8 <= full; r += 8 {
+		f.unpack(dst[(r-r0)*rb:(r-r0+8)*rb], data[r*rb:(r+8)*rb], nb)
+	}
+	copy(dst[(r-r0)*rb:(r1-r0)*rb], data[r*rb:r1*rb])
+}
+
+// runX8 computes rows [r0, r1) of a repacked product for every vector
+// with the x8 kernel (and its canonical row dot for the rows after the
+// last group): the same bits for a row whatever the vectors, chunks or
+// threads.
+func runX8(j *matJob, r0, r1 int) {
+	f, ldw, ldx, cols := j.x8, j.ldw, j.ldx, j.cols
+	nb := ldw / f.block
+	full := j.rows / 8 * 8
+	g := r0
+	for ; g+8 <= r1 && g+8 <= full; g += 8 {
+		w := j.w[g*ldw : (g+8)*ldw]
+		for v := 0; v < j.n; v++ {
+			f.dot8(nb, w, j.x[v*ldx:(v+1)*ldx], (*[8]float32)(j.dst[v*j.rows+g:]))
+		}
+	}
+	for r := g; r < r1; r++ {
+		w := j.w[r*ldw : (r+1)*ldw]
+		for v := 0; v < j.n; v++ {
+			j.dst[v*j.rows+r] = f.ref(cols, w, j.x[v*ldx:(v+1)*ldx])
+		}
+	}
+}
+
+// x8Take returns a scratch buffer of n bytes for one chunk's unpacked
+// rows; at most Threads chunks hold one at a time.
+func (p *Pool) x8Take(n int) []byte {
+	var b []byte
+	select {
+	case b = <-p.x8free:
+	default:
+	}
+	if cap(b) < n {
+		b = make([]byte, n)
+	}
+	return b[:n]
+}
+
+func (p *Pool) x8Put(b []byte) {
+	select {
+	case p.x8free <- b:
+	default:
+	}
+}

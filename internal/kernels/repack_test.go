@@ -1,0 +1,227 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"math/rand"
+	"testing"
+
+	"braid/internal/quant"
+)
+
+// randomMatrix quantizes random rows of cols values into t.
+func randomMatrix(t testing.TB, typ quant.Type, rows, cols int, rng *rand.Rand) Matrix {
+	t.Helper()
+	src := make([]float32, rows*cols)
+	for i := range src {
+		src[i] = float32(rng.NormFloat64()) * (1 + float32(i%7))
+	}
+	rb, err := typ.RowBytes(int64(cols))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, int(rb)*rows)
+	if err := quant.Quantize(typ, src, data); err != nil {
+		t.Fatal(err)
+	}
+	return Matrix{Type: typ, Rows: rows, Cols: cols, Data: data}
+}
+
+func randomAct(t testing.TB, act quant.Type, cols int, rng *rand.Rand) ([]float32, []byte) {
+	t.Helper()
+	x := make([]float32, cols)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	// An extreme value makes the Q8_K scale put -128 in the codes.
+	x[rng.Intn(cols)] = -9
+	rb, err := act.RowBytes(int64(cols))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := make([]byte, rb)
+	if err := quant.Quantize(act, x, q); err != nil {
+		t.Fatal(err)
+	}
+	return x, q
+}
+
+// TestRepackRoundTrip: every x8 format repacks and unpacks to the same
+// bytes, and the repacked matrix dequantizes (through Unpack) to the
+// original values.
+func TestRepackRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	for typ, f := range x8Generic {
+		for _, shape := range [][2]int{{8, 256}, {19, 512}, {64, 2048}, {7, 256}} {
+			m := randomMatrix(t, typ, shape[0], shape[1], rng)
+			p, ok := Repack(m, X8)
+			if ok != (shape[0] >= 8) {
+				t.Fatalf("%v %v: repacked %v", typ, shape, ok)
+			}
+			if ok && p.Layout != X8 {
+				t.Fatalf("%v %v: layout %v", typ, shape, p.Layout)
+			}
+			u := Unpack(p)
+			if string(u.Data) != string(m.Data) {
+				t.Fatalf("%v %v (%s): unpack(repack) differs from the original", typ, shape, f.name)
+			}
+			a, b := make([]float32, shape[0]*shape[1]), make([]float32, shape[0]*shape[1])
+			if err := quant.Dequantize(typ, m.Data, a); err != nil {
+				t.Fatal(err)
+			}
+			if err := quant.Dequantize(typ, u.Data, b); err != nil {
+				t.Fatal(err)
+			}
+			for i := range a {
+				if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+					t.Fatalf("%v %v: value %d dequantizes to %v, was %v", typ, shape, i, b[i], a[i])
+				}
+			}
+		}
+	}
+}
+
+// TestX8DotBits: the pure-Go x8 dot and the assembly one give, for every
+// row, the bits of the canonical row dot on the plain row.
+func TestX8DotBits(t *testing.T) {
+	rng := rand.New(rand.NewSource(2))
+	for typ, g := range x8Generic {
+		impls := []*x8Format{g}
+		if f := x8Fast[typ]; f != nil {
+			impls = append(impls, f)
+		}
+		for _, cols := range []int{256, 1024, 4096, 16384} {
+			m := randomMatrix(t, typ, 16, cols, rng)
+			p, _ := Repack(m, X8)
+			rb := m.rowBytes()
+			for trial := 0; trial < 3; trial++ {
+				_, x := randomAct(t, g.act, cols, rng)
+				for _, f := range impls {
+					for grp := 0; grp < 2; grp++ {
+						var out [8]float32
+						f.dot8(cols/256, p.Data[grp*8*rb:], x, &out)
+						for r := 0; r < 8; r++ {
+							row := grp*8 + r
+							want := g.ref(cols, m.Data[row*rb:(row+1)*rb], x)
+							if math.Float32bits(out[r]) != math.Float32bits(want) {
+								t.Fatalf("%v %s cols %d row %d: %v, canonical dot %v", typ, f.name, cols, row, out[r], want)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestX8CanonNearReference: the canonical arithmetic is the format's dot
+// (the reference differs at most in rounding).
+func TestX8CanonNearReference(t *testing.T) {
+	rng := rand.New(rand.NewSource(3))
+	for typ, g := range x8Generic {
+		ref := generic[typ]
+		m := randomMatrix(t, typ, 4, 2048, rng)
+		rb := m.rowBytes()
+		_, x := randomAct(t, g.act, 2048, rng)
+		for r := 0; r < 4; r++ {
+			a := g.ref(2048, m.Data[r*rb:(r+1)*rb], x)
+			b := ref.dot(2048, m.Data[r*rb:(r+1)*rb], x)
+			if d := math.Abs(float64(a - b)); d > 1e-4*math.Abs(float64(b))+1e-4 {
+				t.Fatalf("%v row %d: canonical %v, reference %v", typ, r, a, b)
+			}
+		}
+	}
+}
+
+func TestLayoutString(t *testing.T) {
+	for l, want := range map[Layout]string{Plain: "plain", X8: "x8", 9: "layout(9)"} {
+		if got := fmt.Sprint(l); got != want {
+			t.Errorf("%d: %q, want %q", l, got, want)
+		}
+	}
+}
+
+// TestMatMulRepacked: a repacked matrix's product, at every vector count
+// up to the exact bound, gives each vector the canonical row dot's bits,
+// over 1 to 3 threads and row counts with a partial group; past the bound
+// (the tiles, on rows unpacked chunk by chunk) it gives the plain
+// matrix's tile results bit for bit.
+func TestMatMulRepacked(t *testing.T) {
+	rng := rand.New(rand.NewSource(4))
+	for typ, g := range x8Generic {
+		if x8Fast[typ] == nil {
+			continue
+		}
+		for _, rows := range []int{8, 61, 200} {
+			m := randomMatrix(t, typ, rows, 1024, rng)
+			p, _ := Repack(m, X8)
+			rb := m.rowBytes()
+			for _, threads := range []int{1, 2, 3} {
+				pool := NewPool(threads)
+				pool.SetExactColumns(8)
+				for _, n := range []int{1, 2, 5, 8, 9, 33} {
+					x := make([]float32, n*m.Cols)
+					for i := range x {
+						x[i] = float32(rng.NormFloat64())
+					}
+					got := make([]float32, n*rows)
+					pool.MatMul(got, &p, x, n)
+					want := make([]float32, n*rows)
+					if n <= 8 {
+						conv, ldx := implFor(typ).vecConv(m.Cols)
+						q := make([]byte, ldx)
+						for v := 0; v < n; v++ {
+							conv(q, x[v*m.Cols:(v+1)*m.Cols])
+							for r := 0; r < rows; r++ {
+								want[v*rows+r] = g.ref(m.Cols, m.Data[r*rb:(r+1)*rb], q)
+							}
+						}
+					} else {
+						pool.MatMul(want, &m, x, n)
+					}
+					for i := range want {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%v rows %d threads %d n %d: value %d is %v, want %v", typ, rows, threads, n, i, got[i], want[i])
+						}
+					}
+				}
+				pool.Close()
+			}
+		}
+	}
+}
+
+// BenchmarkX8Decode: one vector by 128 MiB of weights (cold, four times
+// L3) and by 192 KiB (hot, in L2), plain layout against x8, at the pool's
+// threads (BRAID_THREADS).
+func BenchmarkX8Decode(b *testing.B) {
+	rng := rand.New(rand.NewSource(5))
+	for typ := range x8Fast {
+		rb, _ := typ.RowBytes(4096)
+		for _, c := range []struct {
+			name string
+			rows int
+		}{{"Cold", (128 << 20) / int(rb) / 8 * 8}, {"Hot", (192 << 10) / int(rb) / 8 * 8}} {
+			m := randomMatrix(b, typ, c.rows, 4096, rng)
+			p, _ := Repack(m, X8)
+			x := make([]float32, 4096)
+			for i := range x {
+				x[i] = float32(rng.NormFloat64())
+			}
+			dst := make([]float32, c.rows)
+			pool := NewPool(benchThreads())
+			for _, l := range []struct {
+				name string
+				m    *Matrix
+			}{{"plain", &m}, {"x8", &p}} {
+				b.Run(fmt.Sprintf("%s/%v/%s", c.name, typ, l.name), func(b *testing.B) {
+					b.SetBytes(int64(len(m.Data)))
+					for i := 0; i < b.N; i++ {
+						pool.MatMul(dst, l.m, x, 1)
+					}
+				})
+			}
+			pool.Close()
+		}
+	}
+}
