@@ -131,23 +131,38 @@ func x8For(t quant.Type, generic bool) *x8Format {
 // token embedding). A matrix already in l, or of a type without l, is
 // returned as it is; ok says whether it was repacked.
 func Repack(m Matrix, l Layout) (out Matrix, ok bool) {
+	out, fill, ok := PrepareRepack(m, l)
+	if ok {
+		fill()
+	}
+	return out, ok
+}
+
+// PrepareRepack is Repack in two steps, so that a loader can bind every
+// matrix first and fill them on several threads: out has its new Data
+// (not yet written) and layout, and fill writes it from m's Data, which
+// must stay readable until fill returns.
+func PrepareRepack(m Matrix, l Layout) (out Matrix, fill func(), ok bool) {
 	if l != X8 || m.Layout == l || m.Rows < 8 {
-		return m, false
+		return m, nil, false
 	}
 	f := x8For(m.Type, false)
 	if f == nil {
-		return m, false
+		return m, nil, false
 	}
 	rb := m.rowBytes()
 	nb := rb / f.block
+	src := m.Data[:rb*m.Rows]
 	data := make([]byte, rb*m.Rows)
-	full := m.Rows / 8 * 8
-	for g := 0; g < full; g += 8 {
-		f.pack(data[g*rb:(g+8)*rb], m.Data[g*rb:(g+8)*rb], nb)
+	fill = func() {
+		full := m.Rows / 8 * 8
+		for g := 0; g < full; g += 8 {
+			f.pack(data[g*rb:(g+8)*rb], src[g*rb:(g+8)*rb], nb)
+		}
+		copy(data[full*rb:], src[full*rb:])
 	}
-	copy(data[full*rb:], m.Data[full*rb:m.Rows*rb])
 	m.Data, m.Layout = data, l
-	return m, true
+	return m, fill, true
 }
 
 // Unpack returns m in the plain layout, in new memory; the inverse of

@@ -30,6 +30,9 @@ type binder struct {
 	err   error
 	dry   bool
 	bytes int64
+	// pack repacks the linear layers for this CPU's kernels (nil: keep
+	// the file's layout, as dry runs and heads read raw do).
+	pack *repacker
 }
 
 func (b *binder) fail(format string, a ...any) {
@@ -126,7 +129,7 @@ func (b *binder) column(name string, in, out, lo, hi int) kernels.Matrix {
 	if t == nil {
 		return kernels.Matrix{}
 	}
-	return b.rowsOf(name, t.Type, t.Data, in, lo, hi)
+	return b.pack.linear(b.rowsOf(name, t.Type, t.Data, in, lo, hi), false)
 }
 
 // row binds inputs [lo, hi) of the linear layer name (ggml shape [in, out]):
@@ -136,7 +139,7 @@ func (b *binder) row(name string, in, out, lo, hi int) kernels.Matrix {
 	if t == nil {
 		return kernels.Matrix{}
 	}
-	return b.colsOf(name, t.Type, t.Data, out, in, lo, hi)
+	return b.pack.linear(b.colsOf(name, t.Type, t.Data, out, in, lo, hi), false)
 }
 
 // replicated binds the whole linear layer on every rank.
@@ -157,9 +160,9 @@ func (b *binder) experts(name string, in, out, n int, byInputs bool, lo, hi int)
 	for e := range mats {
 		data := t.Data[int64(e)*per : int64(e+1)*per]
 		if byInputs {
-			mats[e] = b.colsOf(name, t.Type, data, out, in, lo, hi)
+			mats[e] = b.pack.linear(b.colsOf(name, t.Type, data, out, in, lo, hi), false)
 		} else {
-			mats[e] = b.rowsOf(name, t.Type, data, in, lo, hi)
+			mats[e] = b.pack.linear(b.rowsOf(name, t.Type, data, in, lo, hi), false)
 		}
 	}
 	return mats

@@ -18,6 +18,7 @@ type weights struct {
 	ropeFreqs  []float32 // llama3 frequency factors, nil if absent
 	layers     []*Layer
 	mtp        *mtpHead // when asked for and present
+	repack     RepackStats
 }
 
 // bindWeights binds the shard's slice of every weight. It returns the bytes
@@ -29,6 +30,9 @@ func bindWeights(m *gguf.Model, c *Config, sh *Shard, dry, mtp bool) (*weights, 
 		return nil, 0, fmt.Errorf("model: architecture %q is not supported", c.Arch)
 	}
 	b := &binder{m: m, c: c, sh: sh, dry: dry}
+	if !dry {
+		b.pack = newRepacker(m)
+	}
 	w := &weights{}
 	if e := b.tensor("token_embd.weight", false, c.Embd, c.Vocab); e != nil {
 		w.embed = e
@@ -44,7 +48,7 @@ func bindWeights(m *gguf.Model, c *Config, sh *Shard, dry, mtp bool) (*weights, 
 		} else if w.embed != nil {
 			// Tied: the head reads the embedding's rows.
 			before := b.bytes
-			w.output = b.rowsOf("token_embd.weight", w.embed.Type, w.embed.Data, c.Embd, sh.VocabLo, sh.VocabHi)
+			w.output = b.pack.linear(b.rowsOf("token_embd.weight", w.embed.Type, w.embed.Data, c.Embd, sh.VocabLo, sh.VocabHi), true)
 			if sh.FirstStage() {
 				b.bytes = before // already resident as the embedding
 			}
@@ -61,6 +65,7 @@ func bindWeights(m *gguf.Model, c *Config, sh *Shard, dry, mtp bool) (*weights, 
 	if mtp && c.NextN > 0 && sh.LastStage(c) && b.err == nil {
 		w.mtp = bindMTP(b, fam, w)
 	}
+	w.repack = b.pack.wait()
 	if b.err != nil {
 		return nil, 0, fmt.Errorf("%w (in %s)", b.err, m.Files[0].Path)
 	}
