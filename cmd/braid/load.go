@@ -154,6 +154,7 @@ func loadModel(f *modelFlags, seqs int, stderr io.Writer) (*loaded, error) {
 		file.Close()
 		return nil, err
 	}
+	fmt.Fprintf(stderr, "braid: layout: %s\n", m.Repacked())
 	ctx := est.ctx
 	cache, err := m.NewCache(model.CacheSize{Positions: ctx * max(seqs, 1), Ctx: ctx, F32: f.kvF32})
 	if err != nil {

@@ -201,20 +201,26 @@ func (f *x8Format) unpackRows(dst, data []byte, rows, rb, r0, r1 int) {
 // last group): the same bits for a row whatever the vectors, chunks or
 // threads.
 func runX8(j *matJob, r0, r1 int) {
-	f, ldw, ldx, cols := j.x8, j.ldw, j.ldx, j.cols
+	j.x8.rows(j.w, j.rows, j.ldw, j.cols, j.x, j.ldx, j.n, j.dst, j.rows, r0, r1)
+}
+
+// rows is runX8 on a repacked matrix of rows rows (data, ldw bytes a
+// row, cols values) and n converted vectors (ldx bytes apart), writing
+// vector v's row r to dst[v*ldd+r]; r0 is a multiple of 8.
+func (f *x8Format) rows(data []byte, rows, ldw, cols int, x []byte, ldx, n int, dst []float32, ldd, r0, r1 int) {
 	nb := ldw / f.block
-	full := j.rows / 8 * 8
+	full := rows / 8 * 8
 	g := r0
 	for ; g+8 <= r1 && g+8 <= full; g += 8 {
-		w := j.w[g*ldw : (g+8)*ldw]
-		for v := 0; v < j.n; v++ {
-			f.dot8(nb, w, j.x[v*ldx:(v+1)*ldx], (*[8]float32)(j.dst[v*j.rows+g:]))
+		w := data[g*ldw : (g+8)*ldw]
+		for v := 0; v < n; v++ {
+			f.dot8(nb, w, x[v*ldx:(v+1)*ldx], (*[8]float32)(dst[v*ldd+g:]))
 		}
 	}
 	for r := g; r < r1; r++ {
-		w := j.w[r*ldw : (r+1)*ldw]
-		for v := 0; v < j.n; v++ {
-			j.dst[v*j.rows+r] = f.ref(cols, w, j.x[v*ldx:(v+1)*ldx])
+		w := data[r*ldw : (r+1)*ldw]
+		for v := 0; v < n; v++ {
+			dst[v*ldd+r] = f.ref(cols, w, x[v*ldx:(v+1)*ldx])
 		}
 	}
 }

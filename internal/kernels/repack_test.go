@@ -226,3 +226,38 @@ func BenchmarkX8Decode(b *testing.B) {
 		}
 	}
 }
+
+// TestMatVecHeadsRepacked: repacked heads (the routed experts of a MoE
+// decode step) give each head MatMul's bits for that head alone.
+func TestMatVecHeadsRepacked(t *testing.T) {
+	rng := rand.New(rand.NewSource(6))
+	for typ := range x8Fast {
+		for _, rows := range []int{24, 61} {
+			heads := make([]Matrix, 3)
+			for h := range heads {
+				heads[h], _ = Repack(randomMatrix(t, typ, rows, 512, rng), X8)
+			}
+			for _, threads := range []int{1, 2, 4} {
+				pool := NewPool(threads)
+				for _, ldx := range []int{0, 512} {
+					x := make([]float32, 3*512)
+					for i := range x {
+						x[i] = float32(rng.NormFloat64())
+					}
+					got := make([]float32, 3*rows)
+					pool.MatVecHeads(got, rows, heads, x, ldx)
+					for h := range heads {
+						want := make([]float32, rows)
+						pool.MatMul(want, &heads[h], x[h*ldx:h*ldx+512], 1)
+						for r := range want {
+							if math.Float32bits(got[h*rows+r]) != math.Float32bits(want[r]) {
+								t.Fatalf("%v rows %d threads %d ldx %d: head %d row %d is %v, MatMul %v", typ, rows, threads, ldx, h, r, got[h*rows+r], want[r])
+							}
+						}
+					}
+				}
+				pool.Close()
+			}
+		}
+	}
+}

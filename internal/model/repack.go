@@ -1,7 +1,9 @@
 package model
 
 import (
+	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -87,4 +89,21 @@ func (r *repacker) wait() RepackStats {
 	r.wg.Wait()
 	r.stats.Wait = time.Since(t)
 	return r.stats
+}
+
+// String is the load log's line: what was repacked, for which kernels,
+// or why nothing was.
+func (s RepackStats) String() string {
+	var kinds []string
+	for _, c := range kernels.PackedSelected() {
+		kinds = append(kinds, fmt.Sprintf("%s %s (%s)", c.Type, c.Layout, c.Impl))
+	}
+	if s.Matrices == 0 {
+		if len(kinds) == 0 {
+			return "weights in the file's layout (no repacked kernels for this CPU, or BRAID_REPACK=off / --repack off)"
+		}
+		return "weights in the file's layout (none of " + strings.Join(kinds, ", ") + ")"
+	}
+	return fmt.Sprintf("%d matrices (%d MiB) repacked at load for %s; the load waited %.2fs for it",
+		s.Matrices, s.Bytes>>20, strings.Join(kinds, ", "), s.Wait.Seconds())
 }
