@@ -53,6 +53,10 @@ type x8Format struct {
 	// dot8 multiplies one group (nb blocks) by one converted vector x,
 	// writing the eight rows' results to dst[0:8].
 	dot8 func(nb int, w, x []byte, dst *[8]float32)
+	// dot8x4, when set, is dot8 for four vectors ldx bytes apart (vector
+	// c's rows to dst[c*ldd:]), with dot8's bits for each: the codes are
+	// unpacked once for the four.
+	dot8x4 func(nb int, w, x []byte, ldx int, dst []float32, ldd int)
 	// ref is the row dot with dot8's arithmetic on a plain row.
 	ref func(n int, w, x []byte) float32
 }
@@ -213,7 +217,13 @@ func (f *x8Format) rows(data []byte, rows, ldw, cols int, x []byte, ldx, n int, 
 	g := r0
 	for ; g+8 <= r1 && g+8 <= full; g += 8 {
 		w := data[g*ldw : (g+8)*ldw]
-		for v := 0; v < n; v++ {
+		v := 0
+		if f.dot8x4 != nil {
+			for ; v+4 <= n; v += 4 {
+				f.dot8x4(nb, w, x[v*ldx:(v+4)*ldx], ldx, dst[v*ldd+g:], ldd)
+			}
+		}
+		for ; v < n; v++ {
 			f.dot8(nb, w, x[v*ldx:(v+1)*ldx], (*[8]float32)(dst[v*ldd+g:]))
 		}
 	}

@@ -261,3 +261,35 @@ func TestMatVecHeadsRepacked(t *testing.T) {
 		}
 	}
 }
+
+// TestX8Dot4Bits: the four-vector kernels give each vector dot8's bits.
+func TestX8Dot4Bits(t *testing.T) {
+	rng := rand.New(rand.NewSource(7))
+	for typ, f := range x8Fast {
+		if f.dot8x4 == nil {
+			continue
+		}
+		for _, cols := range []int{256, 2048, 8192} {
+			m := randomMatrix(t, typ, 8, cols, rng)
+			p, _ := Repack(m, X8)
+			nb := cols / 256
+			ldx := nb*kqQ8KSize + 36 // a stride longer than a vector
+			x := make([]byte, 4*ldx)
+			for c := 0; c < 4; c++ {
+				_, q := randomAct(t, f.act, cols, rng)
+				copy(x[c*ldx:], q)
+			}
+			got := make([]float32, 4*11)
+			f.dot8x4(nb, p.Data, x, ldx, got, 11)
+			for c := 0; c < 4; c++ {
+				var want [8]float32
+				f.dot8(nb, p.Data, x[c*ldx:], &want)
+				for r := 0; r < 8; r++ {
+					if math.Float32bits(got[c*11+r]) != math.Float32bits(want[r]) {
+						t.Fatalf("%v cols %d vector %d row %d: %v, one-vector kernel %v", typ, cols, c, r, got[c*11+r], want[r])
+					}
+				}
+			}
+		}
+	}
+}
