@@ -100,7 +100,7 @@ func (s RepackStats) String() string {
 	}
 	if s.Matrices == 0 {
 		if len(kinds) == 0 {
-			return "weights in the file's layout (no repacked kernels for this CPU, or BRAID_REPACK=off / --repack off)"
+			return "weights in the file's layout (no repacked kernels for this CPU, or BRAID_REPACK=off)"
 		}
 		return "weights in the file's layout (none of " + strings.Join(kinds, ", ") + ")"
 	}
