@@ -194,28 +194,30 @@ func TestMatMulRepacked(t *testing.T) {
 
 // BenchmarkX8Decode: one vector by 128 MiB of weights (cold, four times
 // L3) and by 192 KiB (hot, in L2), plain layout against x8, at the pool's
-// threads (BRAID_THREADS).
+// threads (BRAID_THREADS); rows of 4096 values, and of 16384 (an MLA
+// model's attn_output) cold.
 func BenchmarkX8Decode(b *testing.B) {
 	rng := rand.New(rand.NewSource(5))
 	for typ := range x8Fast {
-		rb, _ := typ.RowBytes(4096)
 		for _, c := range []struct {
-			name string
-			rows int
-		}{{"Cold", (128 << 20) / int(rb) / 8 * 8}, {"Hot", (192 << 10) / int(rb) / 8 * 8}} {
-			m := randomMatrix(b, typ, c.rows, 4096, rng)
+			name       string
+			size, cols int
+		}{{"Cold", 128 << 20, 4096}, {"Hot", 192 << 10, 4096}, {"Cold", 128 << 20, 16384}} {
+			rb, _ := typ.RowBytes(int64(c.cols))
+			rows := c.size / int(rb) / 8 * 8
+			m := randomMatrix(b, typ, rows, c.cols, rng)
 			p, _ := Repack(m, X8)
-			x := make([]float32, 4096)
+			x := make([]float32, c.cols)
 			for i := range x {
 				x[i] = float32(rng.NormFloat64())
 			}
-			dst := make([]float32, c.rows)
+			dst := make([]float32, rows)
 			pool := NewPool(benchThreads())
 			for _, l := range []struct {
 				name string
 				m    *Matrix
 			}{{"plain", &m}, {"x8", &p}} {
-				b.Run(fmt.Sprintf("%s/%v/%s", c.name, typ, l.name), func(b *testing.B) {
+				b.Run(fmt.Sprintf("%s/%v/%dx%d/%s", c.name, typ, rows, c.cols, l.name), func(b *testing.B) {
 					b.SetBytes(int64(len(m.Data)))
 					for i := 0; i < b.N; i++ {
 						pool.MatMul(dst, l.m, x, 1)
