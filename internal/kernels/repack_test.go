@@ -99,7 +99,7 @@ func TestX8DotBits(t *testing.T) {
 				for _, f := range impls {
 					for grp := 0; grp < 2; grp++ {
 						var out [8]float32
-						f.dot8(cols/256, p.Data[grp*8*rb:], x, &out)
+						f.dot8(rb/f.block, p.Data[grp*8*rb:], x, &out)
 						for r := 0; r < 8; r++ {
 							row := grp*8 + r
 							want := g.ref(cols, m.Data[row*rb:(row+1)*rb], x)
@@ -274,8 +274,9 @@ func TestX8Dot4Bits(t *testing.T) {
 		for _, cols := range []int{256, 2048, 8192} {
 			m := randomMatrix(t, typ, 8, cols, rng)
 			p, _ := Repack(m, X8)
-			nb := cols / 256
-			ldx := nb*kqQ8KSize + 36 // a stride longer than a vector
+			nb := m.rowBytes() / f.block
+			arb, _ := f.act.RowBytes(int64(cols))
+			ldx := int(arb) + 36 // a stride longer than a vector
 			x := make([]byte, 4*ldx)
 			for c := 0; c < 4; c++ {
 				_, q := randomAct(t, f.act, cols, rng)
