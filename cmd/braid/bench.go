@@ -232,6 +232,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 				pool.Close()
 				return err
 			}
+			fmt.Fprintf(stderr, "braid: layout: %s\n", m.Repacked())
 			// Each sequence fills whole blocks: round up per sequence.
 			sh := m.Shard()
 			bs := model.CacheConfig(&m.Cfg, &sh, model.CacheSize{Positions: 1, F32: *kvF32}).BlockSize

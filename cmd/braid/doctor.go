@@ -9,6 +9,7 @@ import (
 
 	"braid/internal/dist"
 	"braid/internal/kernels"
+	"braid/internal/quant"
 	"braid/internal/sysinfo"
 )
 
@@ -64,8 +65,16 @@ func writeDoctor(w io.Writer) {
 	} else {
 		fmt.Fprintln(w, "kernels:")
 	}
+	packed := map[quant.Type]kernels.PackedChoice{}
+	for _, c := range kernels.PackedSelected() {
+		packed[c.Type] = c
+	}
 	for _, c := range kernels.Selected() {
-		fmt.Fprintf(w, "  %-7s %-12s activations as %s\n", c.Type, c.Impl, c.Act)
+		line := fmt.Sprintf("  %-7s %-12s activations as %s", c.Type, c.Impl, c.Act)
+		if p, ok := packed[c.Type]; ok {
+			line += fmt.Sprintf("; weights repacked at load to %s (%s)", p.Layout, p.Impl)
+		}
+		fmt.Fprintln(w, line)
 	}
 	m, err := sysinfo.ReadMemory()
 	if err != nil {

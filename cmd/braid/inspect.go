@@ -170,6 +170,13 @@ func describeModel(m *gguf.Model, ctx int, w io.Writer) error {
 	fmt.Fprintf(w, "  weights   %s\n", est.weightsText())
 	fmt.Fprintf(w, "  KV cache  %s\n", sysinfo.FormatBytes(uint64(est.kv)))
 	fmt.Fprintf(w, "  scratch   %s (batch of %d tokens)\n", sysinfo.FormatBytes(uint64(est.scratch)), est.batch)
+	if est.repack > 0 {
+		how := "in place of the mapped pages it is copied from"
+		if est.resident > 0 {
+			how = "new memory: the file stays on tmpfs"
+		}
+		fmt.Fprintf(w, "  repacked  %s of the weights for this CPU's kernels at load (%s; --load-mode read keeps the file's copy too)\n", sysinfo.FormatBytes(uint64(est.repack)), how)
+	}
 	fmt.Fprintf(w, "  total     %s\n", sysinfo.FormatBytes(uint64(est.total())))
 	if _, err := model.ReadConfig(m); err != nil {
 		// Sizes alone say nothing of a model braid cannot run.
@@ -192,9 +199,19 @@ type memEstimate struct {
 	// on tmpfs is mapped, not copied, and its pages are not in
 	// MemAvailable, so counting them again would refuse a model that fits.
 	resident int64
+	// repack is the part of the weights repacked at load into new memory
+	// (plan.LoadFacts.Repack).
+	repack int64
 }
 
-func (e memEstimate) total() int64 { return e.weights - e.resident + e.kv + e.scratch }
+func (e memEstimate) total() int64 {
+	t := e.weights - e.resident + e.kv + e.scratch
+	if e.resident > 0 {
+		// A file in memory stays there; the repacked copies are new.
+		t += e.repack
+	}
+	return t
+}
 
 // weightsText is the weights' size for messages, saying when they are
 // already in memory.
@@ -241,6 +258,9 @@ func estimateMemory(m *gguf.Model, ctx int) (e memEstimate) {
 		full := model.FullShard(c)
 		if w, err := model.WeightBytes(m, c, &full); err == nil {
 			e.weights = w
+		}
+		if r, err := model.RepackBytes(m, c, &full); err == nil {
+			e.repack = r
 		}
 		e.kv = model.KVBytes(model.CacheConfig(c, &full, model.CacheSize{Positions: e.ctx, Ctx: e.ctx, MaxStep: e.batch}))
 		e.scratch = model.ScratchBytes(c, &full, e.batch, runtime.NumCPU(), e.ctx)

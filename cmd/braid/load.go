@@ -154,6 +154,7 @@ func loadModel(f *modelFlags, seqs int, stderr io.Writer) (*loaded, error) {
 		file.Close()
 		return nil, err
 	}
+	fmt.Fprintf(stderr, "braid: layout: %s\n", m.Repacked())
 	ctx := est.ctx
 	cache, err := m.NewCache(model.CacheSize{Positions: ctx * max(seqs, 1), Ctx: ctx, F32: f.kvF32})
 	if err != nil {
@@ -182,7 +183,7 @@ func (f *modelFlags) parseLoadMode() (gguf.LoadMode, bool, error) {
 // mode's memory need does not fit what is usable.
 func chooseLoad(file *gguf.Model, est memEstimate, mode gguf.LoadMode, auto bool, seqs int) (plan.LoadChoice, error) {
 	kv := est.kv * int64(max(seqs, 1))
-	facts := plan.LoadFacts{File: file.Bytes(), Weights: est.weights, Other: kv + est.scratch, InMemoryFS: est.resident > 0}
+	facts := plan.LoadFacts{File: file.Bytes(), Weights: est.weights, Other: kv + est.scratch, InMemoryFS: est.resident > 0, Repack: est.repack}
 	if mem, err := sysinfo.ReadMemory(); err == nil && mem.Usable() <= math.MaxInt64 {
 		facts.Usable = int64(mem.Usable())
 	}

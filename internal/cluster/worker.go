@@ -751,6 +751,7 @@ func (w *Worker) load(m *loadMsg, stage func(string)) error {
 	}
 	r.m = mod
 	r.cfg = &mod.Cfg
+	w.log.Info("worker: layout", "rank", m.Rank, "repack", mod.Repacked().String())
 	if err = r.emptyCache(m.cacheSize()); err != nil {
 		pool.Close()
 		return err

@@ -206,3 +206,14 @@ func fileSize(path string) int64 {
 	}
 	return st.Size()
 }
+
+// DropPages says the caller has copied b, a view of this model's tensor
+// data, and no longer reads it (a repacked weight): in mmap mode its
+// pages leave the process's resident set, to be read back from the page
+// cache if b is touched again; in read and mlock modes, whose copies and
+// locks are whole files, it does nothing.
+func (m *Model) DropPages(b []byte) {
+	if m.mode == LoadMmap {
+		dropMapped(b)
+	}
+}

@@ -168,3 +168,20 @@ func unlockMapping(b []byte) {
 		unix.Munlock(b)
 	}
 }
+
+// dropMapped tells the kernel this process does not need the mapped pages
+// wholly inside b: they leave its resident set (the page cache keeps the
+// file's copy) and come back from the page cache if b is read again, so
+// it is safe on any view of a shared file mapping.
+func dropMapped(b []byte) {
+	const page = 4096
+	addr := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	off := int((page - addr%page) % page)
+	if off >= len(b) {
+		return
+	}
+	b = b[off:]
+	if n := len(b) &^ (page - 1); n > 0 {
+		unix.Madvise(b[:n], unix.MADV_DONTNEED)
+	}
+}

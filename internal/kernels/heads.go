@@ -20,6 +20,7 @@ type headsJob struct {
 	ldd     int // floats from one head's output to the next
 	parts   int // chunks per head
 	rowsPer int // rows per chunk
+	x8      *x8Format // set when the heads are repacked (X8)
 }
 
 // MatVecHeads computes one matrix-vector product per head,
@@ -45,8 +46,8 @@ func (p *Pool) MatVecHeads(dst []float32, ldd int, ws []Matrix, x []float32, ldx
 	ldw := w0.rowBytes()
 	for h := range ws {
 		w := &ws[h]
-		if w.Type != w0.Type || w.Rows != w0.Rows || w.Cols != w0.Cols {
-			panic(fmt.Sprintf("kernels: MatVecHeads: head %d is %s %dx%d, head 0 %s %dx%d", h, w.Type, w.Rows, w.Cols, w0.Type, w0.Rows, w0.Cols))
+		if w.Type != w0.Type || w.Rows != w0.Rows || w.Cols != w0.Cols || w.Layout != w0.Layout {
+			panic(fmt.Sprintf("kernels: MatVecHeads: head %d is %s %dx%d %s, head 0 %s %dx%d %s", h, w.Type, w.Rows, w.Cols, w.Layout, w0.Type, w0.Rows, w0.Cols, w0.Layout))
 		}
 		w.rowBytes() // checks the head's data length
 	}
@@ -61,11 +62,20 @@ func (p *Pool) MatVecHeads(dst []float32, ldd int, ws []Matrix, x []float32, ldx
 	defer p.mu.Unlock()
 	j := &p.job.heads
 	*j = headsJob{impl: impl, ws: ws, ldw: ldw, x: x, ldx: ldx, dst: dst, ldd: ldd, parts: 1, rowsPer: w0.Rows}
+	if w0.Layout == X8 {
+		j.x8 = x8For(w0.Type, impl.name == "generic")
+		if j.x8 == nil || j.x8.act != impl.act {
+			panic("kernels: " + w0.Type.String() + " heads in the x8 layout without x8 kernels")
+		}
+	}
 	// Enough chunks for every thread, each head's rows in as few as
-	// that allows.
+	// that allows (whole groups of a repacked matrix).
 	if want := 2 * p.threads; nh < want {
 		j.parts = (want + nh - 1) / nh
 		j.rowsPer = (w0.Rows + j.parts - 1) / j.parts
+		if j.x8 != nil {
+			j.rowsPer = (j.rowsPer + 7) &^ 7
+		}
 		j.parts = (w0.Rows + j.rowsPer - 1) / j.rowsPer
 	}
 	// The activations as MatMul's one-vector product takes them.
@@ -112,5 +122,9 @@ func runHeads(p *Pool, c int) {
 	r0 := part * j.rowsPer
 	r1 := min(r0+j.rowsPer, w.Rows)
 	d := j.dst[h*j.ldd : h*j.ldd+w.Rows]
+	if j.x8 != nil {
+		j.x8.rows(w.Data, w.Rows, j.ldw, cols, xa, j.xlen, 1, d, 0, r0, r1)
+		return
+	}
 	j.impl.vecRows(cols, w.Data, j.ldw, xa, d, r0, r1)
 }

@@ -136,7 +136,10 @@ func (p *Pool) matMulWith(impl *dotImpl, dst []float32, w *Matrix, x []float32, 
 		if j.x8 == nil || j.x8.act != impl.act {
 			panic("kernels: " + w.Type.String() + " matrix in the x8 layout without x8 kernels")
 		}
-		tiles = n > 1 && n > p.exactCols
+		// Where this CPU has no tiles for the type (the K-quants with
+		// AVX2), the x8 kernel beats the row dot once per vector at any
+		// count.
+		tiles = n > 1 && n > p.exactCols && (impl.mm != nil || impl.mmWide != nil)
 		j.x8dot = !tiles
 	}
 	switch {

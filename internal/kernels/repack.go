@@ -53,6 +53,10 @@ type x8Format struct {
 	// dot8 multiplies one group (nb blocks) by one converted vector x,
 	// writing the eight rows' results to dst[0:8].
 	dot8 func(nb int, w, x []byte, dst *[8]float32)
+	// dot8x4, when set, is dot8 for four vectors ldx bytes apart (vector
+	// c's rows to dst[c*ldd:]), with dot8's bits for each: the codes are
+	// unpacked once for the four.
+	dot8x4 func(nb int, w, x []byte, ldx int, dst []float32, ldd int)
 	// ref is the row dot with dot8's arithmetic on a plain row.
 	ref func(n int, w, x []byte) float32
 }
@@ -131,23 +135,38 @@ func x8For(t quant.Type, generic bool) *x8Format {
 // token embedding). A matrix already in l, or of a type without l, is
 // returned as it is; ok says whether it was repacked.
 func Repack(m Matrix, l Layout) (out Matrix, ok bool) {
+	out, fill, ok := PrepareRepack(m, l)
+	if ok {
+		fill()
+	}
+	return out, ok
+}
+
+// PrepareRepack is Repack in two steps, so that a loader can bind every
+// matrix first and fill them on several threads: out has its new Data
+// (not yet written) and layout, and fill writes it from m's Data, which
+// must stay readable until fill returns.
+func PrepareRepack(m Matrix, l Layout) (out Matrix, fill func(), ok bool) {
 	if l != X8 || m.Layout == l || m.Rows < 8 {
-		return m, false
+		return m, nil, false
 	}
 	f := x8For(m.Type, false)
 	if f == nil {
-		return m, false
+		return m, nil, false
 	}
 	rb := m.rowBytes()
 	nb := rb / f.block
+	src := m.Data[:rb*m.Rows]
 	data := make([]byte, rb*m.Rows)
-	full := m.Rows / 8 * 8
-	for g := 0; g < full; g += 8 {
-		f.pack(data[g*rb:(g+8)*rb], m.Data[g*rb:(g+8)*rb], nb)
+	fill = func() {
+		full := m.Rows / 8 * 8
+		for g := 0; g < full; g += 8 {
+			f.pack(data[g*rb:(g+8)*rb], src[g*rb:(g+8)*rb], nb)
+		}
+		copy(data[full*rb:], src[full*rb:])
 	}
-	copy(data[full*rb:], m.Data[full*rb:m.Rows*rb])
 	m.Data, m.Layout = data, l
-	return m, true
+	return m, fill, true
 }
 
 // Unpack returns m in the plain layout, in new memory; the inverse of
@@ -186,20 +205,32 @@ func (f *x8Format) unpackRows(dst, data []byte, rows, rb, r0, r1 int) {
 // last group): the same bits for a row whatever the vectors, chunks or
 // threads.
 func runX8(j *matJob, r0, r1 int) {
-	f, ldw, ldx, cols := j.x8, j.ldw, j.ldx, j.cols
+	j.x8.rows(j.w, j.rows, j.ldw, j.cols, j.x, j.ldx, j.n, j.dst, j.rows, r0, r1)
+}
+
+// rows is runX8 on a repacked matrix of rows rows (data, ldw bytes a
+// row, cols values) and n converted vectors (ldx bytes apart), writing
+// vector v's row r to dst[v*ldd+r]; r0 is a multiple of 8.
+func (f *x8Format) rows(data []byte, rows, ldw, cols int, x []byte, ldx, n int, dst []float32, ldd, r0, r1 int) {
 	nb := ldw / f.block
-	full := j.rows / 8 * 8
+	full := rows / 8 * 8
 	g := r0
 	for ; g+8 <= r1 && g+8 <= full; g += 8 {
-		w := j.w[g*ldw : (g+8)*ldw]
-		for v := 0; v < j.n; v++ {
-			f.dot8(nb, w, j.x[v*ldx:(v+1)*ldx], (*[8]float32)(j.dst[v*j.rows+g:]))
+		w := data[g*ldw : (g+8)*ldw]
+		v := 0
+		if f.dot8x4 != nil {
+			for ; v+4 <= n; v += 4 {
+				f.dot8x4(nb, w, x[v*ldx:(v+4)*ldx], ldx, dst[v*ldd+g:], ldd)
+			}
+		}
+		for ; v < n; v++ {
+			f.dot8(nb, w, x[v*ldx:(v+1)*ldx], (*[8]float32)(dst[v*ldd+g:]))
 		}
 	}
 	for r := g; r < r1; r++ {
-		w := j.w[r*ldw : (r+1)*ldw]
-		for v := 0; v < j.n; v++ {
-			j.dst[v*j.rows+r] = f.ref(cols, w, j.x[v*ldx:(v+1)*ldx])
+		w := data[r*ldw : (r+1)*ldw]
+		for v := 0; v < n; v++ {
+			dst[v*ldd+r] = f.ref(cols, w, x[v*ldx:(v+1)*ldx])
 		}
 	}
 }

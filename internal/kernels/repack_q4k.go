@@ -44,11 +44,8 @@ func packQ4KX8(dst, src []byte, nb int) {
 			for i := 0; i < 3; i++ {
 				copy(o[q4kX8Scales+32*i+4*r:q4kX8Scales+32*i+4*r+4], s[4+4*i:8+4*i])
 			}
-			for p := 0; p < 4; p++ {
-				for k := 0; k < 8; k++ {
-					at := q4kX8QS + 32*(8*p+k) + 4*r
-					copy(o[at:at+4], s[16+32*p+4*k:16+32*p+4*k+4])
-				}
+			for c := 0; c < 32; c++ { // c = 8p+k: the plain bytes 16+4c..
+				binary.LittleEndian.PutUint32(o[q4kX8QS+32*c+4*r:], binary.LittleEndian.Uint32(s[16+4*c:]))
 			}
 		}
 	}
@@ -65,11 +62,8 @@ func unpackQ4KX8(dst, src []byte, nb int) {
 			for i := 0; i < 3; i++ {
 				copy(s[4+4*i:8+4*i], o[q4kX8Scales+32*i+4*r:q4kX8Scales+32*i+4*r+4])
 			}
-			for p := 0; p < 4; p++ {
-				for k := 0; k < 8; k++ {
-					at := q4kX8QS + 32*(8*p+k) + 4*r
-					copy(s[16+32*p+4*k:16+32*p+4*k+4], o[at:at+4])
-				}
+			for c := 0; c < 32; c++ {
+				binary.LittleEndian.PutUint32(s[16+4*c:], binary.LittleEndian.Uint32(o[q4kX8QS+32*c+4*r:]))
 			}
 		}
 	}

@@ -172,3 +172,4 @@ done:
 	VMOVUPS Y14, (DX)
 	VZEROUPPER
 	RET
+

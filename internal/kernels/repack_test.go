@@ -99,7 +99,7 @@ func TestX8DotBits(t *testing.T) {
 				for _, f := range impls {
 					for grp := 0; grp < 2; grp++ {
 						var out [8]float32
-						f.dot8(cols/256, p.Data[grp*8*rb:], x, &out)
+						f.dot8(rb/f.block, p.Data[grp*8*rb:], x, &out)
 						for r := 0; r < 8; r++ {
 							row := grp*8 + r
 							want := g.ref(cols, m.Data[row*rb:(row+1)*rb], x)
@@ -143,9 +143,10 @@ func TestLayoutString(t *testing.T) {
 
 // TestMatMulRepacked: a repacked matrix's product, at every vector count
 // up to the exact bound, gives each vector the canonical row dot's bits,
-// over 1 to 3 threads and row counts with a partial group; past the bound
-// (the tiles, on rows unpacked chunk by chunk) it gives the plain
-// matrix's tile results bit for bit.
+// over 1 to 3 threads and row counts with a partial group; past the bound,
+// where the CPU has tiles for the type (on rows unpacked chunk by chunk),
+// it gives the plain matrix's tile results bit for bit, and where it has
+// none the x8 kernel's.
 func TestMatMulRepacked(t *testing.T) {
 	rng := rand.New(rand.NewSource(4))
 	for typ, g := range x8Generic {
@@ -167,7 +168,7 @@ func TestMatMulRepacked(t *testing.T) {
 					got := make([]float32, n*rows)
 					pool.MatMul(got, &p, x, n)
 					want := make([]float32, n*rows)
-					if n <= 8 {
+					if impl := implFor(typ); n <= 8 || (impl.mm == nil && impl.mmWide == nil) {
 						conv, ldx := implFor(typ).vecConv(m.Cols)
 						q := make([]byte, ldx)
 						for v := 0; v < n; v++ {
@@ -193,28 +194,30 @@ func TestMatMulRepacked(t *testing.T) {
 
 // BenchmarkX8Decode: one vector by 128 MiB of weights (cold, four times
 // L3) and by 192 KiB (hot, in L2), plain layout against x8, at the pool's
-// threads (BRAID_THREADS).
+// threads (BRAID_THREADS); rows of 4096 values, and of 16384 (an MLA
+// model's attn_output) cold.
 func BenchmarkX8Decode(b *testing.B) {
 	rng := rand.New(rand.NewSource(5))
 	for typ := range x8Fast {
-		rb, _ := typ.RowBytes(4096)
 		for _, c := range []struct {
-			name string
-			rows int
-		}{{"Cold", (128 << 20) / int(rb) / 8 * 8}, {"Hot", (192 << 10) / int(rb) / 8 * 8}} {
-			m := randomMatrix(b, typ, c.rows, 4096, rng)
+			name       string
+			size, cols int
+		}{{"Cold", 128 << 20, 4096}, {"Hot", 192 << 10, 4096}, {"Cold", 128 << 20, 16384}} {
+			rb, _ := typ.RowBytes(int64(c.cols))
+			rows := c.size / int(rb) / 8 * 8
+			m := randomMatrix(b, typ, rows, c.cols, rng)
 			p, _ := Repack(m, X8)
-			x := make([]float32, 4096)
+			x := make([]float32, c.cols)
 			for i := range x {
 				x[i] = float32(rng.NormFloat64())
 			}
-			dst := make([]float32, c.rows)
+			dst := make([]float32, rows)
 			pool := NewPool(benchThreads())
 			for _, l := range []struct {
 				name string
 				m    *Matrix
 			}{{"plain", &m}, {"x8", &p}} {
-				b.Run(fmt.Sprintf("%s/%v/%s", c.name, typ, l.name), func(b *testing.B) {
+				b.Run(fmt.Sprintf("%s/%v/%dx%d/%s", c.name, typ, rows, c.cols, l.name), func(b *testing.B) {
 					b.SetBytes(int64(len(m.Data)))
 					for i := 0; i < b.N; i++ {
 						pool.MatMul(dst, l.m, x, 1)
@@ -222,6 +225,74 @@ func BenchmarkX8Decode(b *testing.B) {
 				})
 			}
 			pool.Close()
+		}
+	}
+}
+
+// TestMatVecHeadsRepacked: repacked heads (the routed experts of a MoE
+// decode step) give each head MatMul's bits for that head alone.
+func TestMatVecHeadsRepacked(t *testing.T) {
+	rng := rand.New(rand.NewSource(6))
+	for typ := range x8Fast {
+		for _, rows := range []int{24, 61} {
+			heads := make([]Matrix, 3)
+			for h := range heads {
+				heads[h], _ = Repack(randomMatrix(t, typ, rows, 512, rng), X8)
+			}
+			for _, threads := range []int{1, 2, 4} {
+				pool := NewPool(threads)
+				for _, ldx := range []int{0, 512} {
+					x := make([]float32, 3*512)
+					for i := range x {
+						x[i] = float32(rng.NormFloat64())
+					}
+					got := make([]float32, 3*rows)
+					pool.MatVecHeads(got, rows, heads, x, ldx)
+					for h := range heads {
+						want := make([]float32, rows)
+						pool.MatMul(want, &heads[h], x[h*ldx:h*ldx+512], 1)
+						for r := range want {
+							if math.Float32bits(got[h*rows+r]) != math.Float32bits(want[r]) {
+								t.Fatalf("%v rows %d threads %d ldx %d: head %d row %d is %v, MatMul %v", typ, rows, threads, ldx, h, r, got[h*rows+r], want[r])
+							}
+						}
+					}
+				}
+				pool.Close()
+			}
+		}
+	}
+}
+
+// TestX8Dot4Bits: the four-vector kernels give each vector dot8's bits.
+func TestX8Dot4Bits(t *testing.T) {
+	rng := rand.New(rand.NewSource(7))
+	for typ, f := range x8Fast {
+		if f.dot8x4 == nil {
+			continue
+		}
+		for _, cols := range []int{256, 2048, 8192} {
+			m := randomMatrix(t, typ, 8, cols, rng)
+			p, _ := Repack(m, X8)
+			nb := m.rowBytes() / f.block
+			arb, _ := f.act.RowBytes(int64(cols))
+			ldx := int(arb) + 36 // a stride longer than a vector
+			x := make([]byte, 4*ldx)
+			for c := 0; c < 4; c++ {
+				_, q := randomAct(t, f.act, cols, rng)
+				copy(x[c*ldx:], q)
+			}
+			got := make([]float32, 4*11)
+			f.dot8x4(nb, p.Data, x, ldx, got, 11)
+			for c := 0; c < 4; c++ {
+				var want [8]float32
+				f.dot8(nb, p.Data, x[c*ldx:], &want)
+				for r := 0; r < 8; r++ {
+					if math.Float32bits(got[c*11+r]) != math.Float32bits(want[r]) {
+						t.Fatalf("%v cols %d vector %d row %d: %v, one-vector kernel %v", typ, cols, c, r, got[c*11+r], want[r])
+					}
+				}
+			}
 		}
 	}
 }

@@ -219,6 +219,9 @@ func assemble(f *gguf.Model, c *Config, pool *kernels.Pool, comm Comm, opt Optio
 // Shard is the slice of the model this instance runs.
 func (m *Model) Shard() Shard { return m.sh }
 
+// Repacked says what loading repacked for this CPU's kernels.
+func (m *Model) Repacked() RepackStats { return m.w.repack }
+
 // ScratchBytes is the step scratch a shard allocates for batches of maxBatch
 // tokens with threads threads, plus the attention scores that grow with the
 // longest context ctx (they grow by doubling, so at most twice that).

@@ -30,6 +30,24 @@ type binder struct {
 	err   error
 	dry   bool
 	bytes int64
+	// pack repacks the linear layers for this CPU's kernels (nil: keep
+	// the file's layout, as dry runs and heads read raw do).
+	pack *repacker
+	// packBytes counts the bytes repacked at load (dry runs too): new
+	// memory beside the file's pages.
+	packBytes int64
+}
+
+// linear is a linear layer as the kernels read it: repacked where this
+// CPU's kernels want another layout (see repacker.linear; keep says the
+// source's pages stay in use).
+func (b *binder) linear(m kernels.Matrix, keep bool) kernels.Matrix {
+	if m.Rows >= 8 && kernels.LayoutFor(m.Type) != kernels.Plain {
+		if rb, err := m.Type.RowBytes(int64(m.Cols)); err == nil {
+			b.packBytes += rb * int64(m.Rows)
+		}
+	}
+	return b.pack.linear(m, keep)
 }
 
 func (b *binder) fail(format string, a ...any) {
@@ -126,7 +144,7 @@ func (b *binder) column(name string, in, out, lo, hi int) kernels.Matrix {
 	if t == nil {
 		return kernels.Matrix{}
 	}
-	return b.rowsOf(name, t.Type, t.Data, in, lo, hi)
+	return b.linear(b.rowsOf(name, t.Type, t.Data, in, lo, hi), false)
 }
 
 // row binds inputs [lo, hi) of the linear layer name (ggml shape [in, out]):
@@ -136,7 +154,7 @@ func (b *binder) row(name string, in, out, lo, hi int) kernels.Matrix {
 	if t == nil {
 		return kernels.Matrix{}
 	}
-	return b.colsOf(name, t.Type, t.Data, out, in, lo, hi)
+	return b.linear(b.colsOf(name, t.Type, t.Data, out, in, lo, hi), false)
 }
 
 // replicated binds the whole linear layer on every rank.
@@ -157,9 +175,9 @@ func (b *binder) experts(name string, in, out, n int, byInputs bool, lo, hi int)
 	for e := range mats {
 		data := t.Data[int64(e)*per : int64(e+1)*per]
 		if byInputs {
-			mats[e] = b.colsOf(name, t.Type, data, out, in, lo, hi)
+			mats[e] = b.linear(b.colsOf(name, t.Type, data, out, in, lo, hi), false)
 		} else {
-			mats[e] = b.rowsOf(name, t.Type, data, in, lo, hi)
+			mats[e] = b.linear(b.rowsOf(name, t.Type, data, in, lo, hi), false)
 		}
 	}
 	return mats

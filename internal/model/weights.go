@@ -18,6 +18,8 @@ type weights struct {
 	ropeFreqs  []float32 // llama3 frequency factors, nil if absent
 	layers     []*Layer
 	mtp        *mtpHead // when asked for and present
+	repack     RepackStats
+	packBytes  int64 // what binding repacked (or would: dry runs)
 }
 
 // bindWeights binds the shard's slice of every weight. It returns the bytes
@@ -29,6 +31,9 @@ func bindWeights(m *gguf.Model, c *Config, sh *Shard, dry, mtp bool) (*weights, 
 		return nil, 0, fmt.Errorf("model: architecture %q is not supported", c.Arch)
 	}
 	b := &binder{m: m, c: c, sh: sh, dry: dry}
+	if !dry {
+		b.pack = newRepacker(m)
+	}
 	w := &weights{}
 	if e := b.tensor("token_embd.weight", false, c.Embd, c.Vocab); e != nil {
 		w.embed = e
@@ -44,7 +49,7 @@ func bindWeights(m *gguf.Model, c *Config, sh *Shard, dry, mtp bool) (*weights, 
 		} else if w.embed != nil {
 			// Tied: the head reads the embedding's rows.
 			before := b.bytes
-			w.output = b.rowsOf("token_embd.weight", w.embed.Type, w.embed.Data, c.Embd, sh.VocabLo, sh.VocabHi)
+			w.output = b.linear(b.rowsOf("token_embd.weight", w.embed.Type, w.embed.Data, c.Embd, sh.VocabLo, sh.VocabHi), true)
 			if sh.FirstStage() {
 				b.bytes = before // already resident as the embedding
 			}
@@ -61,6 +66,8 @@ func bindWeights(m *gguf.Model, c *Config, sh *Shard, dry, mtp bool) (*weights, 
 	if mtp && c.NextN > 0 && sh.LastStage(c) && b.err == nil {
 		w.mtp = bindMTP(b, fam, w)
 	}
+	w.repack = b.pack.wait()
+	w.packBytes = b.packBytes
 	if b.err != nil {
 		return nil, 0, fmt.Errorf("%w (in %s)", b.err, m.Files[0].Path)
 	}
@@ -86,6 +93,20 @@ func ColumnBlocks(m *gguf.Model, c *Config) Blocks {
 		coarser(&bl.SSMOut, blk(i, "ssm_out.weight"))
 	}
 	return bl
+}
+
+// RepackBytes is the part of WeightBytes that loading repacks for this
+// CPU's kernels into new memory (kernels.LayoutFor): the dry run's count.
+func RepackBytes(m *gguf.Model, c *Config, sh *Shard) (int64, error) {
+	if err := sh.Validate(c); err != nil {
+		return 0, err
+	}
+	cc := *c
+	w, _, err := bindWeights(m, &cc, sh, true, false)
+	if err != nil {
+		return 0, err
+	}
+	return w.packBytes, nil
 }
 
 // WeightBytes is what the shard keeps resident of the model's weights: the

@@ -37,6 +37,11 @@ type LoadFacts struct {
 	// InMemoryFS says the files are on tmpfs or ramfs: mapping them takes
 	// no memory beyond theirs, which is not in Usable.
 	InMemoryFS bool
+	// Repack is the part of Weights repacked at load for this CPU's
+	// kernels (model.RepackBytes): new memory. In mmap mode it replaces
+	// the mapped pages it was copied from, which are dropped; read mode
+	// keeps its copy of the file beside it, mlock its locked mapping.
+	Repack int64
 }
 
 // Held is the memory the rank's weights take beyond what is already in
@@ -45,9 +50,11 @@ type LoadFacts struct {
 func (f LoadFacts) Held(mode gguf.LoadMode) int64 {
 	switch {
 	case mode == gguf.LoadRead:
-		return f.File
+		return f.File + f.Repack
 	case f.InMemoryFS:
-		return 0
+		return f.Repack
+	case mode == gguf.LoadMlock:
+		return f.Weights + f.Repack
 	}
 	return f.Weights
 }

@@ -1,0 +1,101 @@
+package kernels
+
+import (
+	"encoding/binary"
+
+	"braid/internal/quant"
+)
+
+// The Q4_0 x8 layout. A group of eight rows keeps, for each 32-value
+// block b, 144 bytes (eight plain 18-byte blocks' worth) at b*144:
+//
+//	[0:16)    d of rows 0..7, f16, row r at 2r
+//	[16:144)  the codes: for the chunk k of four bytes (values 4k..4k+3
+//	          in the low nibbles, 16+4k.. in the high ones), 32 bytes at
+//	          16+32k, row r's plain qs[4k:4k+4] at 4r
+const (
+	q40Block   = 18
+	q40X8Block = 8 * q40Block
+	q80Block   = 34
+)
+
+func init() {
+	x8Generic[quant.Q4_0] = &x8Format{name: "generic", act: quant.Q8_0, block: q40Block,
+		pack: packQ40X8, unpack: unpackQ40X8, dot8: dotQ40X8Ref, ref: dotQ40Canon}
+}
+
+func packQ40X8(dst, src []byte, nb int) {
+	rb := nb * q40Block
+	for b := 0; b < nb; b++ {
+		o := dst[b*q40X8Block : (b+1)*q40X8Block]
+		for r := 0; r < 8; r++ {
+			s := src[r*rb+b*q40Block : r*rb+(b+1)*q40Block]
+			copy(o[2*r:2*r+2], s[0:2])
+			for k := 0; k < 4; k++ {
+				binary.LittleEndian.PutUint32(o[16+32*k+4*r:], binary.LittleEndian.Uint32(s[2+4*k:]))
+			}
+		}
+	}
+}
+
+func unpackQ40X8(dst, src []byte, nb int) {
+	rb := nb * q40Block
+	for b := 0; b < nb; b++ {
+		o := src[b*q40X8Block : (b+1)*q40X8Block]
+		for r := 0; r < 8; r++ {
+			s := dst[r*rb+b*q40Block : r*rb+(b+1)*q40Block]
+			copy(s[0:2], o[2*r:2*r+2])
+			for k := 0; k < 4; k++ {
+				binary.LittleEndian.PutUint32(s[2+4*k:], binary.LittleEndian.Uint32(o[16+32*k+4*r:]))
+			}
+		}
+	}
+}
+
+// q40Combine is the canonical float step of a Q4_0 block, refDotQ4_0's:
+// the exact integer sum times d*dx, rounded, added.
+func q40Combine(acc, dw, dx float32, isum int32) float32 {
+	return acc + float32(float32(isum)*float32(dw*dx))
+}
+
+// dotQ40Canon is the Q4_0 row dot in the x8 kernels' arithmetic on a
+// plain row.
+func dotQ40Canon(n int, w, x []byte) float32 {
+	nb := n / 32
+	if n%32 != 0 || len(w) < nb*q40Block || len(x) < nb*q80Block {
+		panic("kernels: Q4_0 dot operand shorter than n values")
+	}
+	var acc float32
+	for b := 0; b < nb; b++ {
+		wb, xb := w[q40Block*b:q40Block*(b+1)], x[q80Block*b:q80Block*(b+1)]
+		var isum int32
+		for j := 0; j < 16; j++ {
+			q := wb[2+j]
+			isum += (int32(q&15) - 8) * int32(int8(xb[2+j]))
+			isum += (int32(q>>4) - 8) * int32(int8(xb[18+j]))
+		}
+		acc = q40Combine(acc, kqF16(wb), kqF16(xb), isum)
+	}
+	return acc
+}
+
+// dotQ40X8Ref is dot8 in pure Go on the x8 layout.
+func dotQ40X8Ref(nb int, w, x []byte, dst *[8]float32) {
+	if len(w) < nb*q40X8Block || len(x) < nb*q80Block {
+		panic("kernels: Q4_0 x8 dot operand shorter than its blocks")
+	}
+	var acc [8]float32
+	for b := 0; b < nb; b++ {
+		o, xb := w[b*q40X8Block:(b+1)*q40X8Block], x[q80Block*b:q80Block*(b+1)]
+		for r := 0; r < 8; r++ {
+			var isum int32
+			for j := 0; j < 16; j++ {
+				q := o[16+32*(j/4)+4*r+j%4]
+				isum += (int32(q&15) - 8) * int32(int8(xb[2+j]))
+				isum += (int32(q>>4) - 8) * int32(int8(xb[18+j]))
+			}
+			acc[r] = q40Combine(acc[r], kqF16(o[2*r:]), kqF16(xb), isum)
+		}
+	}
+	*dst = acc
+}

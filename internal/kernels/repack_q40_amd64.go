@@ -1,0 +1,33 @@
+package kernels
+
+import (
+	"golang.org/x/sys/cpu"
+
+	"braid/internal/quant"
+)
+
+//go:noescape
+func q40X8DotAVX2(nb int, w, x *byte, dst *[8]float32)
+
+func init() {
+	// As for Q4_K (repack_q4k_amd64.go): AVX2 CPUs without AVX-512 VNNI,
+	// whose Q4_0 kernels were not measured against the layout.
+	avx2 := cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
+	avx512 := cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL &&
+		cpu.X86.HasAVX512VNNI && cpu.X86.HasFMA && cpu.X86.HasF16C
+	if avx2 && !avx512 {
+		x8Fast[quant.Q4_0] = &x8Format{name: "avx2", act: quant.Q8_0, block: q40Block,
+			pack: packQ40X8, unpack: unpackQ40X8, dot8: dotQ40X8AVX2, ref: dotQ40Canon}
+	}
+}
+
+func dotQ40X8AVX2(nb int, w, x []byte, dst *[8]float32) {
+	if len(w) < nb*q40X8Block || len(x) < nb*q80Block {
+		panic("kernels: Q4_0 x8 dot operand shorter than its blocks")
+	}
+	if nb == 0 {
+		*dst = [8]float32{}
+		return
+	}
+	q40X8DotAVX2(nb, &w[0], &x[0], dst)
+}

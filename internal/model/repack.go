@@ -1,0 +1,109 @@
+package model
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+	"unsafe"
+
+	"braid/internal/gguf"
+	"braid/internal/kernels"
+)
+
+// RepackStats says what loading repacked for this CPU's kernels
+// (kernels.LayoutFor): the matrices, their bytes, and the wall time the
+// binding waited for the repacking threads.
+type RepackStats struct {
+	Matrices int
+	Bytes    int64
+	Wait     time.Duration
+}
+
+// repacker fills the repacked copies of a binding's linear layers on
+// several threads while the binding goes on, and drops each source's
+// mapped pages once its copy is written, so that a load's resident
+// memory stays near the model's bytes plus the tensors in flight.
+type repacker struct {
+	file *gguf.Model
+	wg   sync.WaitGroup
+	sem  chan struct{}
+	// done maps a source's first byte and length to its copy: the tied
+	// output and an MTP head may bind the same rows twice.
+	done  map[srcKey]kernels.Matrix
+	stats RepackStats
+}
+
+type srcKey struct {
+	p *byte
+	n int
+}
+
+func newRepacker(f *gguf.Model) *repacker {
+	return &repacker{file: f, sem: make(chan struct{}, runtime.NumCPU()), done: map[srcKey]kernels.Matrix{}}
+}
+
+// linear returns m in the layout this CPU's kernels want, its copy being
+// filled in the background; keep says the source's pages are read again
+// (the token embedding's rows) and must not be dropped.
+func (r *repacker) linear(m kernels.Matrix, keep bool) kernels.Matrix {
+	if r == nil || len(m.Data) == 0 {
+		return m
+	}
+	l := kernels.LayoutFor(m.Type)
+	if l == kernels.Plain {
+		return m
+	}
+	key := srcKey{unsafe.SliceData(m.Data), len(m.Data)}
+	if out, ok := r.done[key]; ok {
+		return out
+	}
+	out, fill, ok := kernels.PrepareRepack(m, l)
+	if !ok {
+		return m
+	}
+	r.done[key] = out
+	r.stats.Matrices++
+	r.stats.Bytes += int64(len(out.Data))
+	src := m.Data
+	r.wg.Add(1)
+	r.sem <- struct{}{}
+	go func() {
+		defer r.wg.Done()
+		fill()
+		if !keep {
+			r.file.DropPages(src)
+		}
+		<-r.sem
+	}()
+	return out
+}
+
+// wait returns when every copy is written.
+func (r *repacker) wait() RepackStats {
+	if r == nil {
+		return RepackStats{}
+	}
+	t := time.Now()
+	r.wg.Wait()
+	r.stats.Wait = time.Since(t)
+	return r.stats
+}
+
+// String is the load log's line: what was repacked, for which kernels,
+// or why nothing was.
+func (s RepackStats) String() string {
+	var kinds []string
+	for _, c := range kernels.PackedSelected() {
+		kinds = append(kinds, fmt.Sprintf("%s %s (%s)", c.Type, c.Layout, c.Impl))
+	}
+	if s.Matrices == 0 {
+		if len(kinds) == 0 {
+			return "weights in the file's layout (no repacked kernels for this CPU, or BRAID_REPACK=off)"
+		}
+		return "weights in the file's layout (none of " + strings.Join(kinds, ", ") + ")"
+	}
+	return fmt.Sprintf("%d matrices (%d MiB) repacked at load for %s; the load waited %.2fs for it",
+		s.Matrices, s.Bytes>>20, strings.Join(kinds, ", "), s.Wait.Seconds())
+}
