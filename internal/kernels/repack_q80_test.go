@@ -3,6 +3,8 @@ package kernels
 import (
 	"encoding/binary"
 	"math"
+	"math/big"
+	"math/rand"
 	"testing"
 
 	"braid/internal/quant"
@@ -53,6 +55,65 @@ func TestX8Q80Extremes(t *testing.T) {
 					if math.Float32bits(out[r]) != math.Float32bits(want) {
 						t.Fatalf("w %d act %d row %d (%s): %v, canonical %v", w, a, r, f.name, out[r], want)
 					}
+				}
+			}
+		}
+	}
+}
+
+// TestFMA32: fma32 is a*b+c rounded once to float32 (the exact value by
+// math/big, rounded to nearest even), on random operands and on sums
+// whose float64 rounding ends on a float32 tie that the exact value is
+// above (float32(float64(a)*float64(b)+float64(c)) rounds those to even,
+// the wrong way).
+func TestFMA32(t *testing.T) {
+	rng := rand.New(rand.NewSource(6))
+	check := func(a, b, c float32) {
+		t.Helper()
+		x := new(big.Float).SetPrec(400).SetFloat64(float64(a))
+		x.Mul(x, new(big.Float).SetFloat64(float64(b)))
+		x.Add(x, new(big.Float).SetFloat64(float64(c)))
+		want, _ := x.Float32()
+		if got := fma32(a, b, c); math.Float32bits(got) != math.Float32bits(want) {
+			t.Fatalf("fma32(%g, %g, %g) = %g, want %g", a, b, c, got, want)
+		}
+	}
+	for i := 0; i < 100000; i++ {
+		a := float32(rng.NormFloat64()) * float32(math.Ldexp(1, rng.Intn(40)-20))
+		b := float32(rng.NormFloat64()) * float32(math.Ldexp(1, rng.Intn(40)-20))
+		c := float32(rng.NormFloat64()) * float32(math.Ldexp(1, rng.Intn(40)-20))
+		check(a, b, c)
+	}
+	// (1+2^-23)(1-2^-24) = 1 + 2^-24 - 2^-47; plus 2^-47 + 2^-70 it is
+	// 1 + 2^-24 + 2^-70, which float64 rounds to the tie 1 + 2^-24.
+	for _, sgn := range []float32{1, -1} {
+		for e := -10; e <= 10; e += 5 {
+			sc := float32(math.Ldexp(1, e))
+			check(sgn*sc*(1+float32(math.Ldexp(1, -23))), 1-float32(math.Ldexp(1, -24)),
+				sgn*sc*float32(math.Ldexp(1, -47)+math.Ldexp(1, -70)))
+		}
+	}
+	check(0, 5, 0)
+	check(2, 3, float32(math.Inf(1)))
+}
+
+// TestX8Q80PlainBits: where the plain row dot is the AVX2 one, the
+// canonical Q8_0 dot (and so a repacked matrix) gives its bits.
+func TestX8Q80PlainBits(t *testing.T) {
+	impl := implFor(quant.Q8_0)
+	if impl.name != "avx2" {
+		t.Skipf("the row dot here is %s", impl.name)
+	}
+	rng := rand.New(rand.NewSource(7))
+	for _, cols := range []int{32, 256, 4096} {
+		m := randomMatrix(t, quant.Q8_0, 8, cols, rng)
+		rb := m.rowBytes()
+		for trial := 0; trial < 5; trial++ {
+			_, x := randomAct(t, quant.Q8_0, cols, rng)
+			for r := 0; r < 8; r++ {
+				w := m.Data[r*rb : (r+1)*rb]
+				if a, b := dotQ80Canon(cols, w, x), impl.dot(cols, w, x); math.Float32bits(a) != math.Float32bits(b) {
+					t.Fatalf("cols %d row %d: canonical %v, AVX2 row dot %v", cols, r, a, b)
 				}
 			}
 		}
