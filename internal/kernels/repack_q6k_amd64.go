@@ -8,7 +8,7 @@ func q6kX8DotAVX2(nb int, w, x *byte, dst *[8]float32)
 func init() {
 	if x8AVX2() {
 		x8Fast[quant.Q6_K] = &x8Format{name: "avx2", act: quant.Q8_K, block: kqQ6KSize,
-			pack: packQ6KX8, unpack: unpackQ6KX8, dot8: dotQ6KX8AVX2, ref: dotQ6KCanon}
+			pack: packQ6KX8, unpack: unpackQ6KX8, dot8: dotQ6KX8AVX2, dot8x4: dotQ6KX8x4AVX2, ref: dotQ6KCanon}
 	}
 }
 
@@ -21,4 +21,22 @@ func dotQ6KX8AVX2(nb int, w, x []byte, dst *[8]float32) {
 		return
 	}
 	q6kX8DotAVX2(nb, &w[0], &x[0], dst)
+}
+
+//go:noescape
+func q6kX8Dot4AVX2(nb int, w, x *byte, ldx int, dst *float32, ldd int)
+
+// dotQ6KX8x4AVX2 is dot8 for four vectors ldx bytes apart, vector c's
+// rows to dst[c*ldd:c*ldd+8].
+func dotQ6KX8x4AVX2(nb int, w, x []byte, ldx int, dst []float32, ldd int) {
+	if len(w) < nb*q6kX8Block || len(x) < 3*ldx+nb*kqQ8KSize || len(dst) < 3*ldd+8 || ldx < nb*kqQ8KSize {
+		panic("kernels: Q6_K x8 four-vector dot operand shorter than its blocks")
+	}
+	if nb == 0 {
+		for c := 0; c < 4; c++ {
+			clear(dst[c*ldd : c*ldd+8])
+		}
+		return
+	}
+	q6kX8Dot4AVX2(nb, &w[0], &x[0], ldx, &dst[0], ldd)
 }
