@@ -1,7 +1,7 @@
 #include "textflag.h"
 
 // PFD is how far ahead the weights are prefetched, as in the Q4_K x8
-// kernel (repack_q4k_amd64.s has the measurements).
+// kernel (repack_q4k_amd64.s has the measurements), in address order.
 #define PFD 2048
 
 // The Q6_K x8 dot (repack_q6k.go has the layout): eight rows against one
@@ -58,9 +58,6 @@ GLOBL q6x8m30<>(SB), RODATA|NOPTR, $8
 // quarter's VPMADDUBSW result goes to its register o0..o3 (Q6X8CODES)
 // or is added to it in int16 (Q6X8CODESADD).
 #define Q6X8CODES(l0, l1, hb, x0, x1, x2, x3, o0, o1, o2, o3) \
-	PREFETCHT0   (l0+PFD)(SI) \
-	PREFETCHT0   (l1+PFD)(SI) \
-	PREFETCHT0   (hb+PFD)(SI) \
 	VMOVDQU      hb(SI), Y0 \
 	VMOVDQU      l0(SI), Y1 \
 	VPAND        Y15, Y1, Y2 \
@@ -92,9 +89,6 @@ GLOBL q6x8m30<>(SB), RODATA|NOPTR, $8
 
 
 #define Q6X8CODESADD(l0, l1, hb, x0, x1, x2, x3, o0, o1, o2, o3) \
-	PREFETCHT0   (l0+PFD)(SI) \
-	PREFETCHT0   (l1+PFD)(SI) \
-	PREFETCHT0   (hb+PFD)(SI) \
 	VMOVDQU      hb(SI), Y0 \
 	VMOVDQU      l0(SI), Y1 \
 	VPAND        Y15, Y1, Y2 \
@@ -130,9 +124,15 @@ GLOBL q6x8m30<>(SB), RODATA|NOPTR, $8
 
 // Chunks k and k+1 of the half h: the first into Y4-Y7, the second added
 // to them in int16, then each quarter's sums times its scale into Y12.
+// The eight pairs of a block prefetch the block PFD ahead in address
+// order, at most 53 bytes apart so that every line is touched.
 #define Q6X8PAIR(h, k) \
-	Q6X8CODES(32*(16*(h)+(k)), 32*(16*(h)+8+(k)), 1024+32*(8*(h)+(k)), 4+128*(h)+4*(k), 36+128*(h)+4*(k), 68+128*(h)+4*(k), 100+128*(h)+4*(k), Y4, Y5, Y6, Y7) \
-	Q6X8CODESADD(32*(16*(h)+(k)+1), 32*(16*(h)+8+(k)+1), 1024+32*(8*(h)+(k)+1), 8+128*(h)+4*(k), 40+128*(h)+4*(k), 72+128*(h)+4*(k), 104+128*(h)+4*(k), Y4, Y5, Y6, Y7) \
+	PREFETCHT0   (PFD+105*(8*(h)+(k)))(SI) \
+	PREFETCHT0   (PFD+105*(8*(h)+(k))+53)(SI) \
+	PREFETCHT0   (PFD+105*(8*(h)+(k))+106)(SI) \
+	PREFETCHT0   (PFD+105*(8*(h)+(k))+159)(SI) \
+	Q6X8CODES(128+96*(8*(h)+(k)), 160+96*(8*(h)+(k)), 192+96*(8*(h)+(k)), 4+128*(h)+4*(k), 36+128*(h)+4*(k), 68+128*(h)+4*(k), 100+128*(h)+4*(k), Y4, Y5, Y6, Y7) \
+	Q6X8CODESADD(224+96*(8*(h)+(k)), 256+96*(8*(h)+(k)), 288+96*(8*(h)+(k)), 8+128*(h)+4*(k), 40+128*(h)+4*(k), 72+128*(h)+4*(k), 104+128*(h)+4*(k), Y4, Y5, Y6, Y7) \
 	VPMADDWD Y8, Y4, Y4 \
 	VPMADDWD Y9, Y5, Y5 \
 	VPMADDWD Y10, Y6, Y6 \
@@ -147,11 +147,10 @@ GLOBL q6x8m30<>(SB), RODATA|NOPTR, $8
 // Y8-Y11 (ma and mb pick scale a and 2+a of a row's four), the offset
 // taken out, and the four chunks.
 #define Q6X8PHASE(h, a, ma, mb) \
-	PREFETCHT0   (1536+64*(h)+PFD)(SI) \
-	VMOVDQU      (1536+64*(h))(SI), Y0 \
+	VMOVDQU      (64*(h))(SI), Y0 \
 	VPSHUFB      ma, Y0, Y8 \
 	VPSHUFB      mb, Y0, Y9 \
-	VMOVDQU      (1536+64*(h)+32)(SI), Y0 \
+	VMOVDQU      (64*(h)+32)(SI), Y0 \
 	VPSHUFB      ma, Y0, Y10 \
 	VPSHUFB      mb, Y0, Y11 \
 	VPSRAW       $8, Y8, Y8 \
