@@ -212,7 +212,12 @@ func TestRunSpecMTPWorkers(t *testing.T) {
 	}
 	for _, c := range cases {
 		name := filepath.Base(c.model) + " " + strings.Join(c.args[2:], " ")
-		base := append([]string{"run", "-m", c.model, "-p", "Once upon a time, once upon a time", "-n", "32", "--temp", "0", "-t", "1"}, c.args...)
+		// The prompt's greedy text is far from ties on every layout of
+		// the weights (with "Once upon a time, once upon a time" the 6th
+		// token of the Q4_K_M model is at a near-tie: llama.cpp and the
+		// plain layout pick one token, the repacked one another, and the
+		// text then has no repeat for the head to predict).
+		base := append([]string{"run", "-m", c.model, "-p", "Once upon a time", "-n", "32", "--temp", "0", "-t", "1"}, c.args...)
 		want, errOut, code := braid(t, "", base...)
 		if code != 0 {
 			t.Fatalf("%s: plain run: exit %d: %s", name, code, errOut)
