@@ -17,9 +17,9 @@ type headsJob struct {
 	xlen    int                             // bytes of a converted vector
 	conv    func(dst []byte, src []float32) // set: each head's first chunk converts its vector
 	dst     []float32
-	ldd     int // floats from one head's output to the next
-	parts   int // chunks per head
-	rowsPer int // rows per chunk
+	ldd     int       // floats from one head's output to the next
+	parts   int       // chunks per head
+	rowsPer int       // rows per chunk
 	x8      *x8Format // set when the heads are repacked (X8)
 }
 
