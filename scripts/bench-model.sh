@@ -17,7 +17,9 @@
 # (5), SPLIT (1: also the 2-rank tensor split; 0: skip), BRAID (./bin/braid),
 # LOAD_MAX (unset: off; else each run waits until the 1-minute load average
 # is below it, at most LOAD_WAIT seconds, 120). The load average at the
-# start of every run is reported with the figures either way.
+# start of every run is reported with the figures either way. BASE_ENV
+# (e.g. BASE_ENV=BRAID_REPACK=off) also runs braid under that environment
+# in every round, beside the others, and reports braid against it.
 set -euo pipefail
 : "${LLAMA_CPP_BIN:?set LLAMA_CPP_BIN to the bin directory of a llama.cpp build}"
 MODEL=$(realpath "${MODEL:?set MODEL to a GGUF}")
@@ -58,6 +60,10 @@ for r in $(seq 1 "$ROUNDS"); do
 	for t in 1 2; do
 		wait_load
 		/usr/bin/time -f %M -o "$out/braid.t$t.$r.rss" "$BRAID" bench -m "$MODEL" -p "$P" -n "$N" -r 1 -t "$t" --json >"$out/braid.t$t.$r.json" 2>>"$out/braid.log"
+		if [ -n "${BASE_ENV:-}" ]; then
+			wait_load
+			env "$BASE_ENV" "$BRAID" bench -m "$MODEL" -p "$P" -n "$N" -r 1 -t "$t" --json >"$out/base.t$t.$r.json" 2>>"$out/braid.log"
+		fi
 		wait_load
 		/usr/bin/time -f %M -o "$out/llama.t$t.$r.rss" "$LLAMA_CPP_BIN/llama-bench" -m "$MODEL" -p "$P" -n "$N" -r 1 -t "$t" -o json >"$out/llama.t$t.$r.json" 2>>"$out/llama.log"
 	done
@@ -67,9 +73,9 @@ for r in $(seq 1 "$ROUNDS"); do
 	fi
 	echo "round $r done" >&2
 done
-python3 - "$out" "$ROUNDS" "$SPLIT" <<'PY'
+python3 - "$out" "$ROUNDS" "$SPLIT" "${BASE_ENV:-}" <<'PY'
 import json, statistics, sys, glob
-out, rounds, split = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+out, rounds, split, base_env = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4]
 def braid(name, r):
     d = json.load(open(f"{out}/{name}.{r}.json"))[0]
     return d["prefill_tps_median"], d["decode_tps_median"]
@@ -91,6 +97,10 @@ for t in (1, 2):
         show(f"braid {what} tok/s, {t} thread(s)", [x[i] for x in b])
         show(f"llama.cpp {what} tok/s, {t} thread(s)", [x[i] for x in l])
         show(f"braid/llama.cpp {what}, {t} thread(s) (ratio per round)", [b[k][i] / l[k][i] for k in range(rounds)], "x")
+        if base_env:
+            e = [braid(f"base.t{t}", r) for r in range(1, rounds + 1)]
+            show(f"braid {base_env} {what} tok/s, {t} thread(s)", [x[i] for x in e])
+            show(f"braid / braid {base_env} {what}, {t} thread(s) (ratio per round)", [b[k][i] / e[k][i] for k in range(rounds)], "x")
     show(f"braid peak RSS MiB, {t} thread(s)", [rss(f"braid.t{t}", r) for r in range(1, rounds + 1)])
     show(f"llama.cpp peak RSS MiB, {t} thread(s)", [rss(f"llama.t{t}", r) for r in range(1, rounds + 1)])
 show("1-minute load average at the runs' starts", [float(x) for x in open(f"{out}/load").read().split()])

@@ -39,15 +39,14 @@ type binder struct {
 }
 
 // linear is a linear layer as the kernels read it: repacked where this
-// CPU's kernels want another layout (see repacker.linear; keep says the
-// source's pages stay in use).
-func (b *binder) linear(m kernels.Matrix, keep bool) kernels.Matrix {
+// CPU's kernels want another layout (see repacker.linear).
+func (b *binder) linear(m kernels.Matrix) kernels.Matrix {
 	if m.Rows >= 8 && kernels.LayoutFor(m.Type) != kernels.Plain {
 		if rb, err := m.Type.RowBytes(int64(m.Cols)); err == nil {
 			b.packBytes += rb * int64(m.Rows)
 		}
 	}
-	return b.pack.linear(m, keep)
+	return b.pack.linear(m)
 }
 
 func (b *binder) fail(format string, a ...any) {
@@ -144,7 +143,7 @@ func (b *binder) column(name string, in, out, lo, hi int) kernels.Matrix {
 	if t == nil {
 		return kernels.Matrix{}
 	}
-	return b.linear(b.rowsOf(name, t.Type, t.Data, in, lo, hi), false)
+	return b.linear(b.rowsOf(name, t.Type, t.Data, in, lo, hi))
 }
 
 // row binds inputs [lo, hi) of the linear layer name (ggml shape [in, out]):
@@ -154,7 +153,7 @@ func (b *binder) row(name string, in, out, lo, hi int) kernels.Matrix {
 	if t == nil {
 		return kernels.Matrix{}
 	}
-	return b.linear(b.colsOf(name, t.Type, t.Data, out, in, lo, hi), false)
+	return b.linear(b.colsOf(name, t.Type, t.Data, out, in, lo, hi))
 }
 
 // replicated binds the whole linear layer on every rank.
@@ -175,9 +174,9 @@ func (b *binder) experts(name string, in, out, n int, byInputs bool, lo, hi int)
 	for e := range mats {
 		data := t.Data[int64(e)*per : int64(e+1)*per]
 		if byInputs {
-			mats[e] = b.linear(b.colsOf(name, t.Type, data, out, in, lo, hi), false)
+			mats[e] = b.linear(b.colsOf(name, t.Type, data, out, in, lo, hi))
 		} else {
-			mats[e] = b.linear(b.rowsOf(name, t.Type, data, in, lo, hi), false)
+			mats[e] = b.linear(b.rowsOf(name, t.Type, data, in, lo, hi))
 		}
 	}
 	return mats

@@ -45,9 +45,11 @@ func newRepacker(f *gguf.Model) *repacker {
 }
 
 // linear returns m in the layout this CPU's kernels want, its copy being
-// filled in the background; keep says the source's pages are read again
-// (the token embedding's rows) and must not be dropped.
-func (r *repacker) linear(m kernels.Matrix, keep bool) kernels.Matrix {
+// filled in the background. The source's pages are dropped once copied
+// (mmap mode): a reader of the same bytes (a tied head's embedding rows,
+// a coordinator streaming a shard) has them mapped back from the page
+// cache.
+func (r *repacker) linear(m kernels.Matrix) kernels.Matrix {
 	if r == nil || len(m.Data) == 0 {
 		return m
 	}
@@ -72,9 +74,7 @@ func (r *repacker) linear(m kernels.Matrix, keep bool) kernels.Matrix {
 	go func() {
 		defer r.wg.Done()
 		fill()
-		if !keep {
-			r.file.DropPages(src)
-		}
+		r.file.DropPages(src)
 		<-r.sem
 	}()
 	return out

@@ -49,7 +49,10 @@ func bindWeights(m *gguf.Model, c *Config, sh *Shard, dry, mtp bool) (*weights, 
 		} else if w.embed != nil {
 			// Tied: the head reads the embedding's rows.
 			before := b.bytes
-			w.output = b.linear(b.rowsOf("token_embd.weight", w.embed.Type, w.embed.Data, c.Embd, sh.VocabLo, sh.VocabHi), true)
+			// Its source pages are dropped too once repacked: the
+			// embedding reads a few rows a step, which the page cache
+			// maps back on first touch.
+			w.output = b.linear(b.rowsOf("token_embd.weight", w.embed.Type, w.embed.Data, c.Embd, sh.VocabLo, sh.VocabHi))
 			if sh.FirstStage() {
 				b.bytes = before // already resident as the embedding
 			}
