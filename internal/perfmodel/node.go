@@ -100,7 +100,9 @@ func (n *Node) rateAt(table []float64, share int) float64 {
 func (n *Node) StreamRate(t string, share int) float64 {
 	if n.Cal != nil {
 		if r := n.Cal.Stream[t]; len(r) > 0 {
-			return n.rateAt(r, share) * n.BW / n.Cal.MemBW
+			// The scale first: a node at the calibrated bandwidth gets the
+			// measured rate itself, not a product that rounds off it.
+			return n.rateAt(r, share) * (n.BW / n.Cal.MemBW)
 		}
 	}
 	return n.BW * n.DecodeEff / float64(max(share, 1))
@@ -110,7 +112,7 @@ func (n *Node) StreamRate(t string, share int) float64 {
 func (n *Node) FlopRate(t string, share int) float64 {
 	if n.Cal != nil {
 		if r := n.Cal.Flops[t]; len(r) > 0 {
-			return n.rateAt(r, share) * n.FLOPS / n.Cal.FLOPS
+			return n.rateAt(r, share) * (n.FLOPS / n.Cal.FLOPS)
 		}
 	}
 	return n.FLOPS / float64(max(share, 1))
