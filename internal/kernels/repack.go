@@ -137,16 +137,17 @@ func x8For(t quant.Type, generic bool) *x8Format {
 func Repack(m Matrix, l Layout) (out Matrix, ok bool) {
 	out, fill, ok := PrepareRepack(m, l)
 	if ok {
-		fill()
+		fill(0, m.Rows)
 	}
 	return out, ok
 }
 
 // PrepareRepack is Repack in two steps, so that a loader can bind every
-// matrix first and fill them on several threads: out has its new Data
-// (not yet written) and layout, and fill writes it from m's Data, which
-// must stay readable until fill returns.
-func PrepareRepack(m Matrix, l Layout) (out Matrix, fill func(), ok bool) {
+// matrix first and fill them on several threads, in pieces: out has its
+// new Data (not yet written) and layout, and fill(r0, r1) writes rows
+// [r0, r1) of it (r0 a multiple of 8; r1 too, or m.Rows) from the same
+// rows of m's Data, which must stay readable until that call returns.
+func PrepareRepack(m Matrix, l Layout) (out Matrix, fill func(r0, r1 int), ok bool) {
 	if l != X8 || m.Layout == l || m.Rows < 8 {
 		return m, nil, false
 	}
@@ -157,13 +158,19 @@ func PrepareRepack(m Matrix, l Layout) (out Matrix, fill func(), ok bool) {
 	rb := m.rowBytes()
 	nb := rb / f.block
 	src := m.Data[:rb*m.Rows]
+	// A fresh allocation this large comes zeroed from the OS and is not
+	// touched until fill writes it: the copy costs memory as it is made.
 	data := make([]byte, rb*m.Rows)
-	fill = func() {
-		full := m.Rows / 8 * 8
-		for g := 0; g < full; g += 8 {
+	full := m.Rows / 8 * 8
+	fill = func(r0, r1 int) {
+		if r0%8 != 0 || (r1%8 != 0 && r1 != m.Rows) || r0 > r1 || r1 > m.Rows {
+			panic(fmt.Sprintf("kernels: repack rows [%d,%d) of %d: not whole groups", r0, r1, m.Rows))
+		}
+		g := r0
+		for ; g+8 <= min(r1, full); g += 8 {
 			f.pack(data[g*rb:(g+8)*rb], src[g*rb:(g+8)*rb], nb)
 		}
-		copy(data[full*rb:], src[full*rb:])
+		copy(data[g*rb:r1*rb], src[g*rb:r1*rb])
 	}
 	m.Data, m.Layout = data, l
 	return m, fill, true

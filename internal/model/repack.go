@@ -13,12 +13,13 @@ import (
 )
 
 // RepackStats says what loading repacked for this CPU's kernels
-// (kernels.LayoutFor): the matrices, their bytes, and the wall time the
-// binding waited for the repacking threads.
+// (kernels.LayoutFor): the matrices, their bytes, the wall time from the
+// first matrix's repacking to the last one's end (binding ran beside it),
+// and the part of it after the binding was done.
 type RepackStats struct {
-	Matrices int
-	Bytes    int64
-	Wait     time.Duration
+	Matrices   int
+	Bytes      int64
+	Took, Wait time.Duration
 }
 
 // repacker fills the repacked copies of a binding's linear layers on
@@ -33,6 +34,7 @@ type repacker struct {
 	// output and an MTP head may bind the same rows twice.
 	done  map[srcKey]kernels.Matrix
 	stats RepackStats
+	start time.Time // the first matrix's
 }
 
 type srcKey struct {
@@ -65,20 +67,34 @@ func (r *repacker) linear(m kernels.Matrix) kernels.Matrix {
 	if !ok {
 		return m
 	}
+	if r.stats.Matrices == 0 {
+		r.start = time.Now()
+	}
 	r.done[key] = out
 	r.stats.Matrices++
 	r.stats.Bytes += int64(len(out.Data))
-	src := m.Data
-	r.wg.Add(1)
-	r.sem <- struct{}{}
-	go func() {
-		defer r.wg.Done()
-		fill()
-		r.file.DropPages(src)
-		<-r.sem
-	}()
+	// Pieces of about repackPiece bytes, each dropping its source pages
+	// once written: the load's resident set then grows by the pieces in
+	// flight, not by whole tensors (an output head is hundreds of MiB).
+	rb := len(m.Data) / m.Rows
+	step := max(8, repackPiece/rb/8*8)
+	for r0 := 0; r0 < m.Rows; r0 += step {
+		r1 := min(r0+step, m.Rows)
+		src := m.Data[r0*rb : r1*rb]
+		r.wg.Add(1)
+		r.sem <- struct{}{}
+		go func() {
+			defer r.wg.Done()
+			fill(r0, r1)
+			r.file.DropPages(src)
+			<-r.sem
+		}()
+	}
 	return out
 }
+
+// repackPiece is the bytes of one repacking job.
+const repackPiece = 4 << 20
 
 // wait returns when every copy is written.
 func (r *repacker) wait() RepackStats {
@@ -87,7 +103,10 @@ func (r *repacker) wait() RepackStats {
 	}
 	t := time.Now()
 	r.wg.Wait()
-	r.stats.Wait = time.Since(t)
+	if r.stats.Matrices > 0 {
+		r.stats.Wait = time.Since(t)
+		r.stats.Took = time.Since(r.start)
+	}
 	return r.stats
 }
 
@@ -104,6 +123,6 @@ func (s RepackStats) String() string {
 		}
 		return "weights in the file's layout (none of " + strings.Join(kinds, ", ") + ")"
 	}
-	return fmt.Sprintf("%d matrices (%d MiB) repacked at load for %s; the load waited %.2fs for it",
-		s.Matrices, s.Bytes>>20, strings.Join(kinds, ", "), s.Wait.Seconds())
+	return fmt.Sprintf("%d matrices (%d MiB) repacked at load in %.2fs on %d threads (%.2fs after the binding); this CPU's kernels take %s",
+		s.Matrices, s.Bytes>>20, s.Took.Seconds(), runtime.NumCPU(), s.Wait.Seconds(), strings.Join(kinds, ", "))
 }
