@@ -161,6 +161,7 @@ func PrepareRepack(m Matrix, l Layout) (out Matrix, fill func(r0, r1 int), ok bo
 	// A fresh allocation this large comes zeroed from the OS and is not
 	// touched until fill writes it: the copy costs memory as it is made.
 	data := make([]byte, rb*m.Rows)
+	adviseHuge(data)
 	full := m.Rows / 8 * 8
 	fill = func(r0, r1 int) {
 		if r0%8 != 0 || (r1%8 != 0 && r1 != m.Rows) || r0 > r1 || r1 > m.Rows {

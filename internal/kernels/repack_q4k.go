@@ -39,10 +39,10 @@ func packQ4KX8(dst, src []byte, nb int) {
 		o := dst[b*q4kX8Block : (b+1)*q4kX8Block]
 		for r := 0; r < 8; r++ {
 			s := src[r*rb+b*kqQ4KSize : r*rb+(b+1)*kqQ4KSize]
-			copy(o[2*r:2*r+2], s[0:2])
-			copy(o[16+2*r:16+2*r+2], s[2:4])
+			binary.LittleEndian.PutUint16(o[2*r:], binary.LittleEndian.Uint16(s[0:]))
+			binary.LittleEndian.PutUint16(o[16+2*r:], binary.LittleEndian.Uint16(s[2:]))
 			for i := 0; i < 3; i++ {
-				copy(o[q4kX8Scales+32*i+4*r:q4kX8Scales+32*i+4*r+4], s[4+4*i:8+4*i])
+				binary.LittleEndian.PutUint32(o[q4kX8Scales+32*i+4*r:], binary.LittleEndian.Uint32(s[4+4*i:]))
 			}
 			for c := 0; c < 32; c++ { // c = 8p+k: the plain bytes 16+4c..
 				binary.LittleEndian.PutUint32(o[q4kX8QS+32*c+4*r:], binary.LittleEndian.Uint32(s[16+4*c:]))
@@ -57,10 +57,10 @@ func unpackQ4KX8(dst, src []byte, nb int) {
 		o := src[b*q4kX8Block : (b+1)*q4kX8Block]
 		for r := 0; r < 8; r++ {
 			s := dst[r*rb+b*kqQ4KSize : r*rb+(b+1)*kqQ4KSize]
-			copy(s[0:2], o[2*r:2*r+2])
-			copy(s[2:4], o[16+2*r:16+2*r+2])
+			binary.LittleEndian.PutUint16(s[0:], binary.LittleEndian.Uint16(o[2*r:]))
+			binary.LittleEndian.PutUint16(s[2:], binary.LittleEndian.Uint16(o[16+2*r:]))
 			for i := 0; i < 3; i++ {
-				copy(s[4+4*i:8+4*i], o[q4kX8Scales+32*i+4*r:q4kX8Scales+32*i+4*r+4])
+				binary.LittleEndian.PutUint32(s[4+4*i:], binary.LittleEndian.Uint32(o[q4kX8Scales+32*i+4*r:]))
 			}
 			for c := 0; c < 32; c++ {
 				binary.LittleEndian.PutUint32(s[16+4*c:], binary.LittleEndian.Uint32(o[q4kX8QS+32*c+4*r:]))

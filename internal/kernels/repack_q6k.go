@@ -56,13 +56,30 @@ func q6kX8Moves(r int, mv func(x8, plain, n int)) {
 	mv(q6kX8D+2*r, 208, 2)
 }
 
+// q6kX8Words is q6kX8Moves as a table of its 4-byte moves per row (x8
+// offset, plain offset), so that repacking a model's Q6_K weights at load
+// is word moves, not a call per move (it was half of a 1B model's load).
+var q6kX8Words = func() (t [8][][2]uint16) {
+	for r := range t {
+		q6kX8Moves(r, func(x8, plain, n int) {
+			if n == 4 {
+				t[r] = append(t[r], [2]uint16{uint16(x8), uint16(plain)})
+			}
+		})
+	}
+	return t
+}()
+
 func packQ6KX8(dst, src []byte, nb int) {
 	rb := nb * kqQ6KSize
 	for b := 0; b < nb; b++ {
 		o := dst[b*q6kX8Block : (b+1)*q6kX8Block]
 		for r := 0; r < 8; r++ {
 			s := src[r*rb+b*kqQ6KSize : r*rb+(b+1)*kqQ6KSize]
-			q6kX8Moves(r, func(x8, plain, n int) { copy(o[x8:x8+n], s[plain:plain+n]) })
+			for _, m := range q6kX8Words[r] {
+				binary.LittleEndian.PutUint32(o[m[0]:], binary.LittleEndian.Uint32(s[m[1]:]))
+			}
+			copy(o[q6kX8D+2*r:q6kX8D+2*r+2], s[208:210])
 		}
 	}
 }
@@ -73,7 +90,10 @@ func unpackQ6KX8(dst, src []byte, nb int) {
 		o := src[b*q6kX8Block : (b+1)*q6kX8Block]
 		for r := 0; r < 8; r++ {
 			s := dst[r*rb+b*kqQ6KSize : r*rb+(b+1)*kqQ6KSize]
-			q6kX8Moves(r, func(x8, plain, n int) { copy(s[plain:plain+n], o[x8:x8+n]) })
+			for _, m := range q6kX8Words[r] {
+				binary.LittleEndian.PutUint32(s[m[1]:], binary.LittleEndian.Uint32(o[m[0]:]))
+			}
+			copy(s[208:210], o[q6kX8D+2*r:q6kX8D+2*r+2])
 		}
 	}
 }
