@@ -128,31 +128,10 @@ func dotQ3KRef(n int, w, x []byte) float32 {
 	return sumf
 }
 
-func dotQ4KRef(n int, w, x []byte) float32 {
-	nb := kqBlocks(n, w, x, kqQ4KSize)
-	var sumf float32
-	for i := 0; i < nb; i++ {
-		b := w[i*kqQ4KSize : (i+1)*kqQ4KSize]
-		y := x[i*kqQ8KSize : (i+1)*kqQ8KSize]
-		q8 := y[kqQ8KQS : kqQ8KQS+256]
-		var isum, summs int32
-		for j := 0; j < 8; j++ {
-			sc, m := kqScaleMinK4(j, b[4:16])
-			summs += m * (kqI16(y[kqQ8KBsums+4*j:]) + kqI16(y[kqQ8KBsums+4*j+2:]))
-			// Sub-blocks 2c and 2c+1 share bytes 32c..32c+31: low then high nibbles.
-			qs := b[16+32*(j/2) : 16+32*(j/2)+32]
-			shift := 4 * uint(j%2)
-			var s int32
-			for l := 0; l < 32; l++ {
-				s += int32(qs[l]>>shift&0x0f) * int32(int8(q8[32*j+l]))
-			}
-			isum += sc * s
-		}
-		yd := kqF32(y)
-		sumf += yd*kqF16(b[0:])*float32(isum) - yd*kqF16(b[2:])*float32(summs)
-	}
-	return sumf
-}
+// dotQ4KRef is the Q4_K reference: the x8 kernels' canonical arithmetic
+// (dotQ4KCanon, llama.cpp's scalar order made fusion-proof), one oracle for
+// both layouts.
+func dotQ4KRef(n int, w, x []byte) float32 { return dotQ4KCanon(n, w, x) }
 
 func dotQ5KRef(n int, w, x []byte) float32 {
 	nb := kqBlocks(n, w, x, kqQ5KSize)
