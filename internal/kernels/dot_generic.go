@@ -73,20 +73,9 @@ func refDotQ8_0(n int, w, x []byte) float32 {
 	return s
 }
 
-func refDotQ4_0(n int, w, x []byte) float32 {
-	var s float32
-	for b := 0; b < n/32; b++ {
-		wb, xb := w[18*b:18*b+18], x[34*b:34*b+34]
-		var sumi int32
-		for j := 0; j < 16; j++ {
-			q := wb[2+j]
-			sumi += (int32(q&15) - 8) * int32(int8(xb[2+j]))
-			sumi += (int32(q>>4) - 8) * int32(int8(xb[18+j]))
-		}
-		s += float32(sumi) * (f16(wb) * f16(xb))
-	}
-	return s
-}
+// refDotQ4_0 is the Q4_0 reference: the x8 kernels' canonical arithmetic
+// (dotQ40Canon: each block's exact sum times d*dx, fusion-proof).
+func refDotQ4_0(n int, w, x []byte) float32 { return dotQ40Canon(n, w, x) }
 
 // Q4_1 and Q5_1 values are d*q + m; the m term needs the activation block's
 // sum, which Q8_1 carries precomputed as s = d*sum(q).

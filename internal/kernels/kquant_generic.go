@@ -133,32 +133,9 @@ func dotQ3KRef(n int, w, x []byte) float32 {
 // both layouts.
 func dotQ4KRef(n int, w, x []byte) float32 { return dotQ4KCanon(n, w, x) }
 
-func dotQ5KRef(n int, w, x []byte) float32 {
-	nb := kqBlocks(n, w, x, kqQ5KSize)
-	var sumf float32
-	for i := 0; i < nb; i++ {
-		b := w[i*kqQ5KSize : (i+1)*kqQ5KSize]
-		y := x[i*kqQ8KSize : (i+1)*kqQ8KSize]
-		q8 := y[kqQ8KQS : kqQ8KQS+256]
-		qh := b[16:48]
-		var isum, summs int32
-		for j := 0; j < 8; j++ {
-			sc, m := kqScaleMinK4(j, b[4:16])
-			summs += m * (kqI16(y[kqQ8KBsums+4*j:]) + kqI16(y[kqQ8KBsums+4*j+2:]))
-			qs := b[48+32*(j/2) : 48+32*(j/2)+32]
-			shift := 4 * uint(j%2)
-			var s int32
-			for l := 0; l < 32; l++ {
-				q := int32(qs[l]>>shift&0x0f) | int32(qh[l]>>uint(j)&1)<<4
-				s += q * int32(int8(q8[32*j+l]))
-			}
-			isum += sc * s
-		}
-		yd := kqF32(y)
-		sumf += yd*kqF16(b[0:])*float32(isum) - yd*kqF16(b[2:])*float32(summs)
-	}
-	return sumf
-}
+// dotQ5KRef is the Q5_K reference: the x8 kernels' canonical arithmetic
+// (dotQ5KCanon), as for Q4_K.
+func dotQ5KRef(n int, w, x []byte) float32 { return dotQ5KCanon(n, w, x) }
 
 func dotQ6KRef(n int, w, x []byte) float32 {
 	nb := kqBlocks(n, w, x, kqQ6KSize)

@@ -1,17 +1,9 @@
 #include "textflag.h"
+#include "repack_kquant_amd64.h"
 
 // The Q4_K x8 dot for four vectors (repack_q4k_amd64.s has the one-vector
 // kernel and the lanes' arithmetic, which this one repeats per vector).
 
-// PFD: see repack_q4k_amd64.s.
-#define PFD 2048
-
-DATA q4x4m0f<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
-GLOBL q4x4m0f<>(SB), RODATA|NOPTR, $8
-DATA q4x4m3f<>+0(SB)/8, $0x3f3f3f3f3f3f3f3f
-GLOBL q4x4m3f<>(SB), RODATA|NOPTR, $8
-DATA q4x4m30<>+0(SB)/8, $0x3030303030303030
-GLOBL q4x4m30<>(SB), RODATA|NOPTR, $8
 
 // The four-vector form: the same lanes and the same arithmetic per vector
 // (so each vector's results are dot8's bits), with the codes of a chunk
@@ -143,7 +135,7 @@ TEXT ·q4kX8Dot4AVX2(SB), NOSPLIT, $480-48
 	MOVQ dst+32(FP), DX
 	MOVQ ldd+40(FP), R13
 	SHLQ $2, R13
-	VPBROADCASTQ q4x4m0f<>(SB), Y15
+	VPBROADCASTQ kx8m0f<>(SB), Y15
 	VPXOR        Y4, Y4, Y4
 	VPXOR        Y5, Y5, Y5
 	VPXOR        Y6, Y6, Y6
@@ -163,8 +155,8 @@ x4loop:
 	VMOVDQU      32(SI), Y0
 	VMOVDQU      64(SI), Y1
 	VMOVDQU      96(SI), Y2
-	VPBROADCASTQ q4x4m3f<>(SB), Y12
-	VPBROADCASTQ q4x4m30<>(SB), Y13
+	VPBROADCASTQ kx8m3f<>(SB), Y12
+	VPBROADCASTQ kx8m30<>(SB), Y13
 	VPAND        Y12, Y0, Y3
 	VMOVDQU      Y3, 0(SP)   // scales 0-3
 	VPAND        Y12, Y1, Y14 // mins 0-3
