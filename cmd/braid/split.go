@@ -9,8 +9,10 @@ import (
 
 	"braid/internal/cluster"
 	"braid/internal/gguf"
+	"braid/internal/kernels"
 	"braid/internal/model"
 	"braid/internal/plan"
+	"braid/internal/quant"
 )
 
 func init() {
@@ -26,6 +28,7 @@ func runSplit(args []string, stdout, stderr io.Writer) error {
 	split := fs.String("split", "layer", "tensor | layer | tensor=T,layer=L")
 	tsplit := fs.String("tensor-split", "", "weights per rank, in rank order, e.g. 3,1 (default: even)")
 	out := fs.String("out", "", "directory for the shard files (created if needed)")
+	layout := fs.String("layout", "auto", "auto (the layout this CPU's kernels take, for nodes like it) | plain (the model's: any node) | x8 (every type that has it)")
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return err
 	}
@@ -64,6 +67,10 @@ func runSplit(args []string, stdout, stderr io.Writer) error {
 			return usagef("--tensor-split has %d weights for %d ranks", len(weights), n)
 		}
 	}
+	lay, only, err := splitLayout(*layout)
+	if err != nil {
+		return err
+	}
 	f, err := gguf.Open(*path)
 	if err != nil {
 		return err
@@ -97,7 +104,7 @@ func runSplit(args []string, stdout, stderr io.Writer) error {
 	for i := range shards {
 		shards[i] = p.Ranks[i].Shard
 	}
-	paths, err := cluster.WriteShards(f, sha, shards, mode.String(), *out, stderr)
+	paths, err := cluster.WriteShards(f, sha, shards, mode.String(), *out, lay, only, stderr)
 	if err != nil {
 		return err
 	}
@@ -106,4 +113,20 @@ func runSplit(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stderr, "braid: give each worker its file's directory as --models-dir (copy with cp --sparse=always or rsync -S: the files are sparse)\n")
 	return nil
+}
+
+// splitLayout reads --layout: the layout shard files hold their linear
+// layers in, and which types.
+func splitLayout(s string) (kernels.Layout, func(quant.Type) bool, error) {
+	switch s {
+	case "auto":
+		// What this node's kernels take, type by type: a node like this
+		// one binds the file as it is.
+		return kernels.X8, func(t quant.Type) bool { return kernels.LayoutFor(t) == kernels.X8 }, nil
+	case "plain":
+		return kernels.Plain, nil, nil
+	case "x8":
+		return kernels.X8, nil, nil
+	}
+	return kernels.Plain, nil, usagef("--layout %q: want auto, plain or x8", s)
 }

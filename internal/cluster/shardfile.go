@@ -12,7 +12,9 @@ import (
 	"strconv"
 
 	"braid/internal/gguf"
+	"braid/internal/kernels"
 	"braid/internal/model"
+	"braid/internal/quant"
 )
 
 // Shard files hold one rank's slices of a model: `braid split` writes one
@@ -58,6 +60,10 @@ type shardMeta struct {
 	Rank   int
 	World  int
 	Split  string
+	// Layout is the layout the Packed tensors' bound slices are written
+	// in (braid split --layout); Plain: the model's.
+	Layout kernels.Layout
+	Packed []string
 }
 
 // shardSpec is the canonical text of a shard (without its notes): equal
@@ -247,6 +253,22 @@ type shardWriter struct {
 	starts []int64 // file offset of each piece's tensor data
 }
 
+// putTensor writes b at byte off of tensor ti's data, which must lie in
+// one run of one of the shard's pieces: a repacked slice replaces the
+// bytes its plain slice was written to.
+func (s *shardWriter) putTensor(ti int, off int64, b []byte) error {
+	for i, p := range s.pieces {
+		if p.Tensor != ti || off < p.Off {
+			continue
+		}
+		run, in := (off-p.Off)/p.Stride, (off-p.Off)%p.Stride
+		if run < p.Count && in+int64(len(b)) <= p.Len {
+			return s.put(i, run*p.Len+in, b)
+		}
+	}
+	return fmt.Errorf("bytes [%d,%d) of tensor %d are in none of the shard's slices", off, off+int64(len(b)), ti)
+}
+
 // put writes b at byte off of piece i's bytes (its runs concatenated).
 func (s *shardWriter) put(i int, off int64, b []byte) error {
 	if i < 0 || i >= len(s.pieces) {
@@ -270,8 +292,8 @@ func (s *shardWriter) put(i int, off int64, b []byte) error {
 // writeShardFile writes a shard file at path (atomically: a temporary file
 // renamed when complete): the metadata kvs and the tensor directory of the
 // source model with the braid.shard keys, and the pieces, which fill writes
-// through put.
-func writeShardFile(path string, kvs []gguf.KV, tensors []gguf.TensorInfo, meta shardMeta, pieces []piece, fill func(put func(i int, off int64, b []byte) error) error) (err error) {
+// through its shardWriter.
+func writeShardFile(path string, kvs []gguf.KV, tensors []gguf.TensorInfo, meta shardMeta, pieces []piece, fill func(sw *shardWriter) error) (err error) {
 	w := gguf.NewWriter()
 	for _, kv := range kvs {
 		if len(kv.Key) > 12 && kv.Key[:12] == "braid.shard." {
@@ -286,6 +308,10 @@ func writeShardFile(path string, kvs []gguf.KV, tensors []gguf.TensorInfo, meta 
 	w.Set(keyShardWorld, gguf.Uint32(uint32(meta.World)))
 	w.Set(keyShardSplit, gguf.String(meta.Split))
 	w.Set(keyShardBytes, gguf.Uint64(uint64(piecesBytes(pieces))))
+	if meta.Layout != kernels.Plain {
+		w.Set(model.KeyShardLayout, gguf.String(meta.Layout.Versioned()))
+		w.Set(model.KeyShardPacked, gguf.StringArray(meta.Packed))
+	}
 	var biggest int64
 	for _, t := range tensors {
 		biggest = max(biggest, t.Size)
@@ -340,7 +366,7 @@ func writeShardFile(path string, kvs []gguf.KV, tensors []gguf.TensorInfo, meta 
 		}
 		sw.starts = append(sw.starts, byName[tensors[p.Tensor].Name])
 	}
-	if err := fill(sw.put); err != nil {
+	if err := fill(sw); err != nil {
 		return err
 	}
 	if err := f.Sync(); err != nil {
@@ -363,9 +389,11 @@ func writeShardFile(path string, kvs []gguf.KV, tensors []gguf.TensorInfo, meta 
 	return nil
 }
 
-// copyPieces fills a shard file from the source model's mapped data.
-func copyPieces(src *gguf.Model, tensors []gguf.TensorInfo, pieces []piece) func(put func(int, int64, []byte) error) error {
-	return func(put func(int, int64, []byte) error) error {
+// copyPieces fills a shard file from the source model's mapped data, then
+// writes the linear layers of packs repacked over their plain bytes.
+func copyPieces(src *gguf.Model, tensors []gguf.TensorInfo, pieces []piece, packs []model.PackedLinear, l kernels.Layout) func(sw *shardWriter) error {
+	return func(sw *shardWriter) error {
+		put := sw.put
 		for i, p := range pieces {
 			t, ok := src.Tensor(tensors[p.Tensor].Name)
 			if !ok {
@@ -378,6 +406,35 @@ func copyPieces(src *gguf.Model, tensors []gguf.TensorInfo, pieces []piece) func
 					return err
 				}
 				off += p.Len
+			}
+		}
+		index := map[string]int{}
+		for i, t := range tensors {
+			index[t.Name] = i
+		}
+		for _, pl := range packs {
+			t, ok := src.Tensor(pl.Tensor)
+			ti, ok2 := index[pl.Tensor]
+			if !ok || !ok2 {
+				return fmt.Errorf("tensor %s is missing", pl.Tensor)
+			}
+			if pl.Off < 0 || pl.Count < 1 || pl.Len < 0 || pl.Off+(pl.Count-1)*pl.Stride+pl.Len > int64(len(t.Data)) {
+				return fmt.Errorf("tensor %s: %d runs of %d bytes from %d, %d apart, outside its %d bytes", pl.Tensor, pl.Count, pl.Len, pl.Off, pl.Stride, len(t.Data))
+			}
+			m := pl.Matrix
+			m.Data = make([]byte, pl.Len*pl.Count)
+			for k := int64(0); k < pl.Count; k++ {
+				o := pl.Off + k*pl.Stride
+				copy(m.Data[k*pl.Len:], t.Data[o:o+pl.Len])
+			}
+			pm, ok := kernels.Repack(m, l)
+			if !ok || len(pm.Data) != len(m.Data) {
+				return fmt.Errorf("tensor %s: a %dx%d %s slice does not repack to %s", pl.Tensor, m.Rows, m.Cols, m.Type, l)
+			}
+			for k := int64(0); k < pl.Count; k++ {
+				if err := sw.putTensor(ti, pl.Off+k*pl.Stride, pm.Data[k*pl.Len:(k+1)*pl.Len]); err != nil {
+					return fmt.Errorf("tensor %s: %w", pl.Tensor, err)
+				}
 			}
 		}
 		return nil
@@ -396,7 +453,11 @@ func tensorInfos(m *gguf.Model) []gguf.TensorInfo {
 // WriteShards writes one shard file per rank of plan p of the model at
 // src (whose SHA-256 is sha) into dir and returns their paths, in rank
 // order. A worker given dir as --models-dir loads its shard from there.
-func WriteShards(src *gguf.Model, sha string, shards []model.Shard, split, dir string, progress io.Writer) ([]string, error) {
+// With layout X8 the linear layers that have it are written in it (see
+// model.PackPlan): a node whose kernels take that layout binds them as
+// they are, and one whose kernels do not refuses the file.
+// With only set, only the types it accepts are.
+func WriteShards(src *gguf.Model, sha string, shards []model.Shard, split, dir string, layout kernels.Layout, only func(quant.Type) bool, progress io.Writer) ([]string, error) {
 	c, err := model.ReadConfig(src)
 	if err != nil {
 		return nil, err
@@ -414,11 +475,33 @@ func WriteShards(src *gguf.Model, sha string, shards []model.Shard, split, dir s
 		}
 		path := filepath.Join(dir, fmt.Sprintf("%s.rank%dof%d.gguf", stem, r, len(shards)))
 		meta := shardMeta{SHA256: sha, Name: base, Shard: sh, Rank: r, World: len(shards), Split: split}
-		if err := writeShardFile(path, src.KVs(), tensors, meta, pieces, copyPieces(src, tensors, pieces)); err != nil {
+		var packs []model.PackedLinear
+		var packed int64
+		if layout != kernels.Plain {
+			if packs, err = model.PackPlan(src, c, &sh, layout, only); err != nil {
+				return nil, fmt.Errorf("rank %d: %w", r, err)
+			}
+			seen := map[string]bool{}
+			for _, p := range packs {
+				packed += p.Len * p.Count
+				if !seen[p.Tensor] {
+					seen[p.Tensor] = true
+					meta.Packed = append(meta.Packed, p.Tensor)
+				}
+			}
+			if len(packs) > 0 {
+				meta.Layout = layout
+			}
+		}
+		if err := writeShardFile(path, src.KVs(), tensors, meta, pieces, copyPieces(src, tensors, pieces, packs, layout)); err != nil {
 			return nil, fmt.Errorf("rank %d: %w", r, err)
 		}
 		if progress != nil {
-			fmt.Fprintf(progress, "braid: rank %d: %s (%s of slices, %s)\n", r, path, formatBytes(piecesBytes(pieces)), sh.String())
+			lay := ""
+			if meta.Layout != kernels.Plain {
+				lay = fmt.Sprintf(", %d matrices of %d tensors (%s) in the %s layout", len(packs), len(meta.Packed), formatBytes(packed), meta.Layout.Versioned())
+			}
+			fmt.Fprintf(progress, "braid: rank %d: %s (%s of slices, %s%s)\n", r, path, formatBytes(piecesBytes(pieces)), sh.String(), lay)
 		}
 		paths = append(paths, path)
 	}

@@ -15,6 +15,7 @@ import (
 	"braid/internal/dist"
 	"braid/internal/dist/wire"
 	"braid/internal/gguf"
+	"braid/internal/kernels"
 	"braid/internal/model"
 )
 
@@ -91,22 +92,35 @@ func defaultShardDir() string {
 // shardMatches opens path and reports whether it is a shard file of model
 // sha that holds every slice of shard want: the same shard, or a larger one
 // (a file written for an even split serves a rank whose split came out
-// slightly smaller).
-func shardMatches(path, sha string, want model.Shard) bool {
+// slightly smaller). A file written repacked serves its own shard only
+// (the groups of rows start where its slices start) and only on a node
+// whose kernels take its layout; err says why such a file of the model
+// is not used.
+func shardMatches(path, sha string, want model.Shard) (bool, error) {
 	f, err := gguf.Open(path)
 	if err != nil {
-		return false
+		return false, nil
 	}
 	defer f.Close()
 	s, spec, ok := readShardMeta(f)
 	if !ok || s != sha {
-		return false
+		return false, nil
 	}
 	var have model.Shard
 	if json.Unmarshal([]byte(spec), &have) != nil {
-		return false
+		return false, nil
 	}
-	return covers(have, want)
+	if !covers(have, want) {
+		return false, nil
+	}
+	l, _, err := model.ShardLayout(f)
+	if err != nil {
+		return false, err
+	}
+	if l != kernels.Plain && shardSpec(have) != shardSpec(want) {
+		return false, fmt.Errorf("shard file %s holds shard %s in the %s layout, which serves that shard only, not %s: write it again for this split, or with braid split --layout plain", path, have.String(), l.Versioned(), want.String())
+	}
+	return true, nil
 }
 
 // covers says whether a shard file written for have holds every byte shard
@@ -124,15 +138,24 @@ func covers(have, want model.Shard) bool {
 func (w *Worker) findShard(m *loadMsg) (string, string, bool) {
 	spec := shardSpec(m.Shard)
 	if dir := w.shardDir(); dir != "" {
-		if p := shardCachePath(dir, m.SHA256, spec); shardMatches(p, m.SHA256, m.Shard) {
+		p := shardCachePath(dir, m.SHA256, spec)
+		ok, err := shardMatches(p, m.SHA256, m.Shard)
+		if ok {
 			return p, "the shard cache", true
+		}
+		if err != nil {
+			w.log.Warn("worker: not using a shard file of this model", "path", p, "why", err)
 		}
 	}
 	if w.cfg.ModelsDir != "" {
 		paths, _ := filepath.Glob(filepath.Join(w.cfg.ModelsDir, "*.gguf"))
 		for _, p := range paths {
-			if shardMatches(p, m.SHA256, m.Shard) {
+			ok, err := shardMatches(p, m.SHA256, m.Shard)
+			if ok {
 				return p, "a shard file under --models-dir", true
+			}
+			if err != nil {
+				w.log.Warn("worker: not using a shard file of this model", "path", p, "why", err)
 			}
 		}
 	}
@@ -236,7 +259,7 @@ func (w *Worker) receiveShard(m *loadMsg, stage func(string)) (string, error) {
 	path := shardCachePath(dir, m.SHA256, spec)
 	w.log.Info("worker: receiving the shard's slices from the coordinator", "model", man.Name, "bytes", total, "cache", path)
 	start, got := time.Now(), int64(0)
-	fill := func(put func(int, int64, []byte) error) error {
+	fill := func(sw *shardWriter) error {
 		for i, p := range man.Pieces {
 			h := sha256.New()
 			for off := int64(0); off < p.bytes(); {
@@ -244,7 +267,7 @@ func (w *Worker) receiveShard(m *loadMsg, stage func(string)) (string, error) {
 				if err != nil {
 					return err
 				}
-				if err := put(i, off, b); err != nil {
+				if err := sw.put(i, off, b); err != nil {
 					return err
 				}
 				h.Write(b)

@@ -1,14 +1,19 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"braid/internal/gguf"
+	"braid/internal/kernels"
+	"braid/internal/model"
 	"braid/internal/modelgen"
 	"braid/internal/quant"
 )
@@ -148,5 +153,109 @@ func TestSplitFiles(t *testing.T) {
 			}
 			w.kill()
 		}
+	}
+}
+
+// TestSplitFilesRepacked: `braid split --layout x8` writes the linear
+// layers' slices in the x8 layout (unpacking gives the model's bytes of
+// each slice back, byte for byte); workers whose kernels take that layout
+// bind them as they are and generate what world 1 generates, and a worker
+// whose kernels take the plain layout (BRAID_REPACK=off) refuses the file,
+// naming both layouts, and receives its slices from the coordinator.
+func TestSplitFilesRepacked(t *testing.T) {
+	path := streamModel(t)
+	ref, vocab := world1(t, path)
+	dir := t.TempDir()
+	out, errOut, code := braid(t, "split", "-m", path, "--workers", "2", "--split", "tensor", "--tensor-split", "1,1,1", "--layout", "x8", "--out", dir)
+	if code != 0 {
+		t.Fatalf("braid split: exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(errOut, "in the x8.v1 layout") {
+		t.Errorf("braid split did not say what it repacked:\n%s", errOut)
+	}
+	files := strings.Fields(out)
+	if len(files) != 3 {
+		t.Fatalf("braid split printed %q, want 3 files", out)
+	}
+	src, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	c, err := model.ReadConfig(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r, f := range files {
+		m, err := gguf.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lay, _ := m.String(model.KeyShardLayout)
+		names, _ := m.Strings(model.KeyShardPacked)
+		_, spec, _ := readShardMeta(m)
+		var sh model.Shard
+		if err := json.Unmarshal([]byte(spec), &sh); err != nil {
+			t.Fatal(err)
+		}
+		if lay != kernels.X8.Versioned() || !slices.Contains(names, "blk.0.attn_output.weight") || !slices.Contains(names, "blk.2.ffn_up.weight") {
+			t.Errorf("rank %d: layout %q, packed %v; want %s with the attention output and FFN", r, lay, names, kernels.X8.Versioned())
+		}
+		// Every packed slice, read back from the file and unpacked, is the
+		// model's slice.
+		packs, err := model.PackPlan(src, c, &sh, kernels.X8, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(packs) == 0 {
+			t.Fatalf("rank %d: nothing to pack", r)
+		}
+		for _, p := range packs {
+			st, _ := src.Tensor(p.Tensor)
+			ft, _ := m.Tensor(p.Tensor)
+			var plain, packed []byte
+			for k := int64(0); k < p.Count; k++ {
+				o := p.Off + k*p.Stride
+				plain = append(plain, st.Data[o:o+p.Len]...)
+				packed = append(packed, ft.Data[o:o+p.Len]...)
+			}
+			pm := p.Matrix
+			pm.Data, pm.Layout = packed, kernels.X8
+			if bytes.Equal(plain, packed) {
+				t.Errorf("rank %d: %s [%d runs from %d] is not repacked in the file", r, p.Tensor, p.Count, p.Off)
+			} else if got := kernels.Unpack(pm).Data; !bytes.Equal(got, plain) {
+				t.Errorf("rank %d: %s [%d runs from %d] unpacks to other bytes than the model's slice", r, p.Tensor, p.Count, p.Off)
+			}
+		}
+		m.Close()
+	}
+	own := func(f string, env ...string) *proc {
+		d := t.TempDir()
+		if err := os.Link(f, filepath.Join(d, filepath.Base(f))); err != nil {
+			t.Fatal(err)
+		}
+		return startWorker(t, "127.0.0.1:0", append(workerEnv(t), env...), "--models-dir", d)
+	}
+	takes := kernels.LayoutFor(quant.Q8_0) == kernels.X8
+	w1 := own(files[1])
+	w2 := own(files[2], "BRAID_REPACK=off")
+	cl := openAt(t, path, "tensor", []float64{1, 1, 1}, w1, w2)
+	got, err := generate(t, vocab, cl.Forward, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkAgainst(t, path+"-split-x8", ref, got, vocab, false)
+	if cl.StreamedBytes() == 0 {
+		t.Errorf("nothing streamed: the worker with BRAID_REPACK=off used a file in the x8 layout")
+	}
+	cl.Close()
+	if takes {
+		if log := w1.stderr(); !strings.Contains(log, "loading the shard from a shard file under --models-dir") || !strings.Contains(log, "in the shard file's x8.v1 layout") {
+			t.Errorf("worker 1 (kernels taking x8) did not bind its file as written:\n%s", log)
+		}
+	}
+	log := w2.stderr()
+	if !strings.Contains(log, "not using a shard file of this model") || !strings.Contains(log, "x8.v1") || !strings.Contains(log, "Q8_0 in the plain layout") {
+		t.Errorf("worker 2 (BRAID_REPACK=off) did not refuse the x8 file naming both layouts:\n%s", log)
 	}
 }

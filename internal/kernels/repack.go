@@ -35,6 +35,58 @@ func (l Layout) String() string {
 	return fmt.Sprintf("layout(%d)", uint8(l))
 }
 
+// LayoutVersion numbers the byte arrangement of every repacked layout:
+// `braid split` writes it into shard files that hold repacked weights,
+// and a loader refuses a file of another version. Any change to a
+// format's pack function must increment it.
+const LayoutVersion = 1
+
+// Versioned is l's name with the version of its byte arrangement, as
+// shard files record it: "x8.v1" ("plain" has no version).
+func (l Layout) Versioned() string {
+	if l == Plain {
+		return "plain"
+	}
+	return fmt.Sprintf("%s.v%d", l, LayoutVersion)
+}
+
+// ParseLayout reads a Versioned name.
+func ParseLayout(s string) (Layout, error) {
+	switch s {
+	case "plain":
+		return Plain, nil
+	case X8.Versioned():
+		return X8, nil
+	}
+	return Plain, fmt.Errorf("layout %q: this build knows plain and %s", s, X8.Versioned())
+}
+
+// HasLayout says whether weight type t can be stored in layout l (every
+// type can be plain; X8 where a format exists, whatever this CPU's
+// kernels are: a file may be written for other nodes).
+func HasLayout(t quant.Type, l Layout) bool {
+	return l == Plain || (l == X8 && x8Generic[t] != nil)
+}
+
+// Packable says whether Repack would repack m into l: the type has the
+// layout and m has at least one group of rows.
+func Packable(m Matrix, l Layout) bool {
+	return l != Plain && m.Layout == Plain && m.Rows >= 8 && HasLayout(m.Type, l)
+}
+
+// Prepacked returns m, whose Data already holds its rows in layout l (a
+// shard file written repacked), marked as such.
+func Prepacked(m Matrix, l Layout) (Matrix, error) {
+	if !Packable(m, l) {
+		return m, fmt.Errorf("kernels: a %dx%d %s matrix cannot be in layout %s", m.Rows, m.Cols, m.Type, l)
+	}
+	if len(m.Data) != m.rowBytes()*m.Rows {
+		return m, fmt.Errorf("kernels: a %dx%d %s matrix of %d bytes", m.Rows, m.Cols, m.Type, len(m.Data))
+	}
+	m.Layout = l
+	return m, nil
+}
+
 // x8Format is one weight type's X8 layout and its kernels.
 //
 // The arithmetic of dot8 is the format's canonical row arithmetic (ref):
@@ -148,13 +200,10 @@ func Repack(m Matrix, l Layout) (out Matrix, ok bool) {
 // [r0, r1) of it (r0 a multiple of 8; r1 too, or m.Rows) from the same
 // rows of m's Data, which must stay readable until that call returns.
 func PrepareRepack(m Matrix, l Layout) (out Matrix, fill func(r0, r1 int), ok bool) {
-	if l != X8 || m.Layout == l || m.Rows < 8 {
+	if !Packable(m, l) {
 		return m, nil, false
 	}
 	f := x8For(m.Type, false)
-	if f == nil {
-		return m, nil, false
-	}
 	rb := m.rowBytes()
 	nb := rb / f.block
 	src := m.Data[:rb*m.Rows]

@@ -36,17 +36,82 @@ type binder struct {
 	// packBytes counts the bytes repacked at load (dry runs too): new
 	// memory beside the file's pages.
 	packBytes int64
+	// prepacked names the tensors of a shard file written repacked
+	// (braid split --layout), in layout packedAs: their linear layers
+	// are marked, not repacked again.
+	prepacked  map[string]bool
+	packedAs   kernels.Layout
+	prepackedN int
+	// trace, when set, sees every linear layer bound with where its bytes
+	// lie, and raw collects the tensors also read otherwise (the
+	// embedding of a tied head): what a shard file may hold repacked.
+	trace    func(src linearSrc, m kernels.Matrix)
+	raw      map[string]bool
+	inLinear bool
+}
+
+// linearSrc is where a bound linear layer's bytes lie in its tensor:
+// Count runs of Len bytes, Stride apart, from byte Off (the rows of a
+// column-parallel slice are one run, the columns of a row-parallel one a
+// run per row), concatenated in that order.
+type linearSrc struct {
+	Tensor                  string
+	Off, Len, Stride, Count int64
+}
+
+// rowsSrc is where rowsOf's rows lie, for a matrix starting at byte base
+// of its tensor (an expert's).
+func rowsSrc(name string, t quant.Type, base int64, cols, r0, r1 int) linearSrc {
+	rb, _ := t.RowBytes(int64(cols))
+	n := rb * int64(r1-r0)
+	return linearSrc{Tensor: name, Off: base + rb*int64(r0), Len: n, Stride: n, Count: 1}
+}
+
+// colsSrc is where colsOf's columns lie.
+func colsSrc(name string, t quant.Type, base int64, rows, cols, c0, c1 int) linearSrc {
+	if c0 == 0 && c1 == cols {
+		return rowsSrc(name, t, base, cols, 0, rows)
+	}
+	rb, _ := t.RowBytes(int64(cols))
+	lo, _ := t.RowBytes(int64(c0))
+	hi, _ := t.RowBytes(int64(c1))
+	return linearSrc{Tensor: name, Off: base + lo, Len: hi - lo, Stride: rb, Count: int64(rows)}
 }
 
 // linear is a linear layer as the kernels read it: repacked where this
-// CPU's kernels want another layout (see repacker.linear).
-func (b *binder) linear(m kernels.Matrix) kernels.Matrix {
+// CPU's kernels want another layout (see repacker.linear), or marked so
+// where the shard file holds it repacked already.
+func (b *binder) linear(src linearSrc, m kernels.Matrix) kernels.Matrix {
+	if b.trace != nil {
+		b.trace(src, m)
+	}
+	if b.prepacked[src.Tensor] {
+		if b.dry || b.err != nil {
+			return m
+		}
+		pm, err := kernels.Prepacked(m, b.packedAs)
+		if err != nil {
+			b.fail("tensor %s of the shard file is marked %s: %v", src.Tensor, b.packedAs.Versioned(), err)
+			return m
+		}
+		b.prepackedN++
+		return pm
+	}
 	if m.Rows >= 8 && kernels.LayoutFor(m.Type) != kernels.Plain {
 		if rb, err := m.Type.RowBytes(int64(m.Cols)); err == nil {
 			b.packBytes += rb * int64(m.Rows)
 		}
 	}
 	return b.pack.linear(m)
+}
+
+// linearTensor is tensor for the linear layers, which a shard file may
+// hold repacked.
+func (b *binder) linearTensor(name string, shape ...int) *gguf.Tensor {
+	b.inLinear = true
+	t := b.tensor(name, false, shape...)
+	b.inLinear = false
+	return t
 }
 
 func (b *binder) fail(format string, a ...any) {
@@ -68,6 +133,9 @@ func (b *binder) has(name string) bool {
 func (b *binder) tensor(name string, optional bool, shape ...int) *gguf.Tensor {
 	if b.err != nil {
 		return nil
+	}
+	if b.raw != nil && !b.inLinear {
+		b.raw[name] = true
 	}
 	t, ok := b.m.Tensor(name)
 	if !ok {
@@ -139,21 +207,21 @@ func (b *binder) colsOf(name string, t quant.Type, data []byte, rows, cols, c0, 
 // column binds outputs [lo, hi) of the linear layer name with in inputs and
 // out outputs (ggml shape [in, out]): a column-parallel slice.
 func (b *binder) column(name string, in, out, lo, hi int) kernels.Matrix {
-	t := b.tensor(name, false, in, out)
+	t := b.linearTensor(name, in, out)
 	if t == nil {
 		return kernels.Matrix{}
 	}
-	return b.linear(b.rowsOf(name, t.Type, t.Data, in, lo, hi))
+	return b.linear(rowsSrc(name, t.Type, 0, in, lo, hi), b.rowsOf(name, t.Type, t.Data, in, lo, hi))
 }
 
 // row binds inputs [lo, hi) of the linear layer name (ggml shape [in, out]):
 // a row-parallel slice, whose outputs are partial sums.
 func (b *binder) row(name string, in, out, lo, hi int) kernels.Matrix {
-	t := b.tensor(name, false, in, out)
+	t := b.linearTensor(name, in, out)
 	if t == nil {
 		return kernels.Matrix{}
 	}
-	return b.linear(b.colsOf(name, t.Type, t.Data, out, in, lo, hi))
+	return b.linear(colsSrc(name, t.Type, 0, out, in, lo, hi), b.colsOf(name, t.Type, t.Data, out, in, lo, hi))
 }
 
 // replicated binds the whole linear layer on every rank.
@@ -165,18 +233,19 @@ func (b *binder) replicated(name string, in, out int) kernels.Matrix {
 // to outputs [lo, hi) (column-parallel) or, with byInputs, to inputs
 // [lo, hi) (row-parallel).
 func (b *binder) experts(name string, in, out, n int, byInputs bool, lo, hi int) []kernels.Matrix {
-	t := b.tensor(name, false, in, out, n)
+	t := b.linearTensor(name, in, out, n)
 	if t == nil {
 		return nil
 	}
 	per := t.Size / int64(n)
 	mats := make([]kernels.Matrix, n)
 	for e := range mats {
-		data := t.Data[int64(e)*per : int64(e+1)*per]
+		base := int64(e) * per
+		data := t.Data[base : base+per]
 		if byInputs {
-			mats[e] = b.linear(b.colsOf(name, t.Type, data, out, in, lo, hi))
+			mats[e] = b.linear(colsSrc(name, t.Type, base, out, in, lo, hi), b.colsOf(name, t.Type, data, out, in, lo, hi))
 		} else {
-			mats[e] = b.linear(b.rowsOf(name, t.Type, data, in, lo, hi))
+			mats[e] = b.linear(rowsSrc(name, t.Type, base, in, lo, hi), b.rowsOf(name, t.Type, data, in, lo, hi))
 		}
 	}
 	return mats

@@ -20,6 +20,10 @@ type RepackStats struct {
 	Matrices   int
 	Bytes      int64
 	Took, Wait time.Duration
+	// Prepacked counts the matrices a shard file held in layout
+	// PrepackedAs already (braid split --layout), bound as they are.
+	Prepacked   int
+	PrepackedAs kernels.Layout
 }
 
 // repacker fills the repacked copies of a binding's linear layers on
@@ -116,6 +120,14 @@ func (s RepackStats) String() string {
 	var kinds []string
 	for _, c := range kernels.PackedSelected() {
 		kinds = append(kinds, fmt.Sprintf("%s %s (%s)", c.Type, c.Layout, c.Impl))
+	}
+	if s.Prepacked > 0 {
+		pre := fmt.Sprintf("%d matrices in the shard file's %s layout", s.Prepacked, s.PrepackedAs.Versioned())
+		if s.Matrices == 0 {
+			return pre + " (none repacked at load); this CPU's kernels take " + strings.Join(kinds, ", ")
+		}
+		return fmt.Sprintf("%s, %d more (%d MiB) repacked at load in %.2fs; this CPU's kernels take %s",
+			pre, s.Matrices, s.Bytes>>20, s.Took.Seconds(), strings.Join(kinds, ", "))
 	}
 	if s.Matrices == 0 {
 		if len(kinds) == 0 {

@@ -26,13 +26,26 @@ type weights struct {
 // the rank keeps resident: the slices it reads from the mapped file or
 // copies, and its float32 norms and biases.
 func bindWeights(m *gguf.Model, c *Config, sh *Shard, dry, mtp bool) (*weights, int64, error) {
+	return bindWeightsWith(m, c, sh, dry, mtp, nil)
+}
+
+// bindWeightsWith is bindWeights with the binder set up further by opt
+// (PackPlan's tracing).
+func bindWeightsWith(m *gguf.Model, c *Config, sh *Shard, dry, mtp bool, opt func(*binder)) (*weights, int64, error) {
 	fam, ok := families[c.Arch]
 	if !ok {
 		return nil, 0, fmt.Errorf("model: architecture %q is not supported", c.Arch)
 	}
 	b := &binder{m: m, c: c, sh: sh, dry: dry}
+	var err error
+	if b.packedAs, b.prepacked, err = ShardLayout(m); err != nil {
+		return nil, 0, err
+	}
 	if !dry {
 		b.pack = newRepacker(m)
+	}
+	if opt != nil {
+		opt(b)
 	}
 	w := &weights{}
 	if e := b.tensor("token_embd.weight", false, c.Embd, c.Vocab); e != nil {
@@ -52,7 +65,8 @@ func bindWeights(m *gguf.Model, c *Config, sh *Shard, dry, mtp bool) (*weights, 
 			// Its source pages are dropped too once repacked: the
 			// embedding reads a few rows a step, which the page cache
 			// maps back on first touch.
-			w.output = b.linear(b.rowsOf("token_embd.weight", w.embed.Type, w.embed.Data, c.Embd, sh.VocabLo, sh.VocabHi))
+			w.output = b.linear(rowsSrc("token_embd.weight", w.embed.Type, 0, c.Embd, sh.VocabLo, sh.VocabHi),
+				b.rowsOf("token_embd.weight", w.embed.Type, w.embed.Data, c.Embd, sh.VocabLo, sh.VocabHi))
 			if sh.FirstStage() {
 				b.bytes = before // already resident as the embedding
 			}
@@ -70,6 +84,7 @@ func bindWeights(m *gguf.Model, c *Config, sh *Shard, dry, mtp bool) (*weights, 
 		w.mtp = bindMTP(b, fam, w)
 	}
 	w.repack = b.pack.wait()
+	w.repack.Prepacked, w.repack.PrepackedAs = b.prepackedN, b.packedAs
 	w.packBytes = b.packBytes
 	if b.err != nil {
 		return nil, 0, fmt.Errorf("%w (in %s)", b.err, m.Files[0].Path)
