@@ -109,6 +109,15 @@ type x8Format struct {
 	// c's rows to dst[c*ldd:]), with dot8's bits for each: the codes are
 	// unpacked once for the four.
 	dot8x4 func(nb int, w, x []byte, ldx int, dst []float32, ldd int)
+	// dot8x4a, when set instead, is dot8x4 for a format whose block step
+	// needs a quantity of each vector's block beside the codes (Q4_0:
+	// 8*sum(x)), which the one-vector kernel finds in line: auxOf writes
+	// it, auxBytes a block, for one vector, once per product instead of
+	// once per group of rows, and aux holds the four vectors' one after
+	// the other.
+	dot8x4a  func(nb int, w, x []byte, ldx int, aux []byte, dst []float32, ldd int)
+	auxOf    func(nb int, x []byte, aux []byte)
+	auxBytes int
 	// ref is the row dot with dot8's arithmetic on a plain row.
 	ref func(n int, w, x []byte) float32
 }
@@ -271,10 +280,29 @@ func runX8(j *matJob, r0, r1 int) {
 func (f *x8Format) rows(data []byte, rows, ldw, cols int, x []byte, ldx, n int, dst []float32, ldd, r0, r1 int) {
 	nb := ldw / f.block
 	full := rows / 8 * 8
+	var aux []byte
+	var ab int
+	if f.dot8x4a != nil && n >= 4 && r1-r0 >= 8 {
+		ab = nb * f.auxBytes
+		bp := auxScratch.Get().(*[]byte)
+		defer auxScratch.Put(bp)
+		if cap(*bp) < n/4*4*ab {
+			*bp = make([]byte, n/4*4*ab)
+		}
+		aux = (*bp)[:n/4*4*ab]
+		for v := 0; v < n/4*4; v++ {
+			f.auxOf(nb, x[v*ldx:], aux[v*ab:(v+1)*ab])
+		}
+	}
 	g := r0
 	for ; g+8 <= r1 && g+8 <= full; g += 8 {
 		w := data[g*ldw : (g+8)*ldw]
 		v := 0
+		if aux != nil {
+			for ; v+4 <= n; v += 4 {
+				f.dot8x4a(nb, w, x[v*ldx:(v+4)*ldx], ldx, aux[v*ab:(v+4)*ab], dst[v*ldd+g:], ldd)
+			}
+		}
 		if f.dot8x4 != nil {
 			for ; v+4 <= n; v += 4 {
 				f.dot8x4(nb, w, x[v*ldx:(v+4)*ldx], ldx, dst[v*ldd+g:], ldd)
@@ -291,6 +319,10 @@ func (f *x8Format) rows(data []byte, rows, ldw, cols int, x []byte, ldx, n int, 
 		}
 	}
 }
+
+// auxScratch holds the dot8x4a vectors' aux of a product, one per
+// thread at a time.
+var auxScratch = sync.Pool{New: func() any { return new([]byte) }}
 
 // x8Take returns a scratch buffer of n bytes for one chunk's unpacked
 // rows; at most Threads chunks hold one at a time.

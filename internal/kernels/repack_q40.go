@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"encoding/binary"
+	"math"
 
 	"braid/internal/quant"
 )
@@ -49,6 +50,22 @@ func unpackQ40X8(dst, src []byte, nb int) {
 				binary.LittleEndian.PutUint32(s[2+4*k:], binary.LittleEndian.Uint32(o[16+32*k+4*r:]))
 			}
 		}
+	}
+}
+
+// q40Aux writes, for each of the nb blocks of Q8_0 vector x, 8*sum(x) as
+// an int32 and dx as a float32: what the four-vector kernel's block step
+// needs beside the codes. The sum is exact, so taking it here instead of
+// in line changes no bits.
+func q40Aux(nb int, x []byte, aux []byte) {
+	for b := 0; b < nb; b++ {
+		xb := x[q80Block*b : q80Block*(b+1)]
+		var s int32
+		for _, v := range xb[2:] {
+			s += int32(int8(v))
+		}
+		binary.LittleEndian.PutUint32(aux[8*b:], uint32(8*s))
+		binary.LittleEndian.PutUint32(aux[8*b+4:], math.Float32bits(kqF16(xb)))
 	}
 }
 

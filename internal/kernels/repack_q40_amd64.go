@@ -17,7 +17,8 @@ func init() {
 		cpu.X86.HasAVX512VNNI && cpu.X86.HasFMA && cpu.X86.HasF16C
 	if avx2 && !avx512 {
 		x8Fast[quant.Q4_0] = &x8Format{name: "avx2", act: quant.Q8_0, block: q40Block,
-			pack: packQ40X8, unpack: unpackQ40X8, dot8: dotQ40X8AVX2, dot8x4: dotQ40X8x4AVX2, ref: dotQ40Canon}
+			pack: packQ40X8, unpack: unpackQ40X8, dot8: dotQ40X8AVX2, dot8x4a: dotQ40X8x4AVX2,
+			auxOf: q40Aux, auxBytes: 8, ref: dotQ40Canon}
 	}
 }
 
@@ -33,11 +34,12 @@ func dotQ40X8AVX2(nb int, w, x []byte, dst *[8]float32) {
 }
 
 //go:noescape
-func q40X8Dot4AVX2(nb int, w, x *byte, ldx int, dst *float32, ldd int)
+func q40X8Dot4AVX2(nb int, w, x *byte, ldx int, aux *byte, dst *float32, ldd int)
 
-// dotQ40X8x4AVX2 is dot8 for four vectors ldx bytes apart.
-func dotQ40X8x4AVX2(nb int, w, x []byte, ldx int, dst []float32, ldd int) {
-	if len(w) < nb*q40X8Block || len(x) < 3*ldx+nb*q80Block || len(dst) < 3*ldd+8 || ldx < nb*q80Block {
+// dotQ40X8x4AVX2 is dot8 for four vectors ldx bytes apart, with their
+// q40Aux one after the other in aux.
+func dotQ40X8x4AVX2(nb int, w, x []byte, ldx int, aux []byte, dst []float32, ldd int) {
+	if len(w) < nb*q40X8Block || len(x) < 3*ldx+nb*q80Block || len(dst) < 3*ldd+8 || ldx < nb*q80Block || len(aux) < 4*8*nb {
 		panic("kernels: Q4_0 x8 four-vector dot operand shorter than its blocks")
 	}
 	if nb == 0 {
@@ -46,5 +48,5 @@ func dotQ40X8x4AVX2(nb int, w, x []byte, ldx int, dst []float32, ldd int) {
 		}
 		return
 	}
-	q40X8Dot4AVX2(nb, &w[0], &x[0], ldx, &dst[0], ldd)
+	q40X8Dot4AVX2(nb, &w[0], &x[0], ldx, &aux[0], &dst[0], ldd)
 }

@@ -272,7 +272,7 @@ func TestMatVecHeadsRepacked(t *testing.T) {
 func TestX8Dot4Bits(t *testing.T) {
 	rng := rand.New(rand.NewSource(7))
 	for typ, f := range x8Fast {
-		if f.dot8x4 == nil {
+		if f.dot8x4 == nil && f.dot8x4a == nil {
 			continue
 		}
 		for _, cols := range []int{256, 2048, 8192} {
@@ -287,7 +287,15 @@ func TestX8Dot4Bits(t *testing.T) {
 				copy(x[c*ldx:], q)
 			}
 			got := make([]float32, 4*11)
-			f.dot8x4(nb, p.Data, x, ldx, got, 11)
+			if f.dot8x4a != nil {
+				aux := make([]byte, 4*nb*f.auxBytes)
+				for c := 0; c < 4; c++ {
+					f.auxOf(nb, x[c*ldx:], aux[c*nb*f.auxBytes:])
+				}
+				f.dot8x4a(nb, p.Data, x, ldx, aux, got, 11)
+			} else {
+				f.dot8x4(nb, p.Data, x, ldx, got, 11)
+			}
 			for c := 0; c < 4; c++ {
 				var want [8]float32
 				f.dot8(nb, p.Data, x[c*ldx:], &want)
