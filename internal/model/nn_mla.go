@@ -80,9 +80,11 @@ func (b *binder) mla(l int) *MLA {
 	return at
 }
 
-// heads binds matrices [lo, hi) of a 3D per-head tensor [in, out, n].
+// heads binds matrices [lo, hi) of a 3D per-head tensor [in, out, n],
+// each a linear layer of its own (repacked where the kernels want it: a
+// prompt's tokens meet each head's matrix together).
 func (b *binder) heads(name string, in, out, n, lo, hi int) []kernels.Matrix {
-	t := b.tensor(name, false, in, out, n)
+	t := b.linearTensor(name, in, out, n)
 	if t == nil {
 		return nil
 	}
@@ -90,7 +92,7 @@ func (b *binder) heads(name string, in, out, n, lo, hi int) []kernels.Matrix {
 	mats := make([]kernels.Matrix, hi-lo)
 	for i := range mats {
 		h := int64(lo + i)
-		mats[i] = b.rowsOf(name, t.Type, t.Data[h*per:(h+1)*per], in, 0, out)
+		mats[i] = b.linear(rowsSrc(name, t.Type, h*per, in, 0, out), b.rowsOf(name, t.Type, t.Data[h*per:(h+1)*per], in, 0, out))
 	}
 	return mats
 }
