@@ -48,7 +48,8 @@ type Calibration struct {
 	Load string `json:"load,omitempty"`
 }
 
-const calVersion = 3
+// calVersion 4: matrices in the layout a load gives them (repacked).
+const calVersion = 4
 
 // batchCols is the columns of the batched product: a prefill chunk's
 // size class, where the kernels' tiled paths run.
@@ -56,7 +57,7 @@ const batchCols = 256
 
 // CalFormats are the weight formats calibrated: those of braid's presets
 // and of the published models (Q2_K for GLM-5.2 Q2, MXFP4 for gpt-oss).
-var CalFormats = []quant.Type{quant.Q4_K, quant.Q6_K, quant.Q8_0, quant.Q2_K, quant.Q5_K, quant.MXFP4, quant.F16, quant.F32}
+var CalFormats = []quant.Type{quant.Q4_K, quant.Q6_K, quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.Q2_K, quant.Q5_K, quant.MXFP4, quant.F16, quant.F32}
 
 func (c *Calibration) stream(t string) (float64, bool) {
 	r := c.Stream[t]
@@ -179,12 +180,10 @@ func Calibrate(threads int, formats []quant.Type, mib int, per time.Duration) (*
 	}
 	c.MemBW = memRead(threads, mib<<20, per)
 	rng := rand.New(rand.NewPCG(7, 27))
-	tiny, err := matrix(rng, quant.Q8_0, 256*272)
+	tiny, err := matrixOf(rng, quant.Q8_0, 256, 256)
 	if err != nil {
 		return nil, err
 	}
-	tiny.Rows, tiny.Cols = 256, 256
-	tiny.Data = tiny.Data[:256*272]
 	for th := 1; th <= threads; th++ {
 		p := kernels.NewPool(th)
 		x, dst := make([]float32, 256), make([]float32, 256)
@@ -245,6 +244,16 @@ func matrix(rng *rand.Rand, t quant.Type, size int) (*kernels.Matrix, error) {
 	if err != nil {
 		return nil, err
 	}
+	return matrixOf(rng, t, max(64, size/int(rb)/64*64), cols)
+}
+
+// matrixOf is a rows x cols matrix of format t, every row one quantized
+// random row.
+func matrixOf(rng *rand.Rand, t quant.Type, rows, cols int) (*kernels.Matrix, error) {
+	rb, err := t.RowBytes(int64(cols))
+	if err != nil {
+		return nil, err
+	}
 	row := make([]byte, rb)
 	vals := make([]float32, cols)
 	for i := range vals {
@@ -260,10 +269,14 @@ func matrix(rng *rand.Rand, t quant.Type, size int) (*kernels.Matrix, error) {
 			row[i] = byte(rng.Uint32())
 		}
 	}
-	rows := max(64, size/int(rb)/64*64)
 	m := &kernels.Matrix{Type: t, Rows: rows, Cols: cols, Data: make([]byte, rows*int(rb))}
 	for r := 0; r < rows; r++ {
 		copy(m.Data[r*int(rb):], row)
+	}
+	// In the layout a load gives it: the kernels of a repacked type are
+	// other kernels.
+	if p, ok := kernels.Repack(*m, kernels.LayoutFor(t)); ok {
+		m = &p
 	}
 	return m, nil
 }
