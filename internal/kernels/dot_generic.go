@@ -95,23 +95,7 @@ func refDotQ4_1(n int, w, x []byte) float32 {
 }
 
 // Q5 formats keep the fifth bit of value j in bit j of a 32-bit word qh.
-func refDotQ5_0(n int, w, x []byte) float32 {
-	var s float32
-	for b := 0; b < n/32; b++ {
-		wb, xb := w[22*b:22*b+22], x[34*b:34*b+34]
-		qh := binary.LittleEndian.Uint32(wb[2:])
-		var sumi int32
-		for j := 0; j < 16; j++ {
-			q := wb[6+j]
-			lo := int32(q&15) | int32((qh>>j)&1)<<4
-			hi := int32(q>>4) | int32((qh>>(j+16))&1)<<4
-			sumi += (lo - 16) * int32(int8(xb[2+j]))
-			sumi += (hi - 16) * int32(int8(xb[18+j]))
-		}
-		s += float32(sumi) * (f16(wb) * f16(xb))
-	}
-	return s
-}
+func refDotQ5_0(n int, w, x []byte) float32 { return dotQ50Canon(n, w, x) }
 
 func refDotQ5_1(n int, w, x []byte) float32 {
 	var s float32

@@ -1,0 +1,44 @@
+package kernels
+
+import "braid/internal/quant"
+
+//go:noescape
+func q50X8DotAVX2(nb int, w, x *byte, dst *[8]float32)
+
+//go:noescape
+func q50X8Dot4AVX2(nb int, w, x *byte, ldx int, aux *byte, dst *float32, ldd int)
+
+func init() {
+	// Where the Q4_0 x8 kernels run (repack_q40_amd64.go).
+	if x8AVX2() {
+		x8Fast[quant.Q5_0] = &x8Format{name: "avx2", act: quant.Q8_0, block: q50Block,
+			pack: packQ50X8, unpack: unpackQ50X8, dot8: dotQ50X8AVX2, dot8x4a: dotQ50X8x4AVX2,
+			auxOf: q50Aux, auxBytes: 8, ref: dotQ50Canon}
+	}
+}
+
+func dotQ50X8AVX2(nb int, w, x []byte, dst *[8]float32) {
+	if len(w) < nb*q50X8Block || len(x) < nb*q80Block {
+		panic("kernels: Q5_0 x8 dot operand shorter than its blocks")
+	}
+	if nb == 0 {
+		*dst = [8]float32{}
+		return
+	}
+	q50X8DotAVX2(nb, &w[0], &x[0], dst)
+}
+
+// dotQ50X8x4AVX2 is dot8 for four vectors ldx bytes apart, with their
+// q50Aux one after the other in aux.
+func dotQ50X8x4AVX2(nb int, w, x []byte, ldx int, aux []byte, dst []float32, ldd int) {
+	if len(w) < nb*q50X8Block || len(x) < 3*ldx+nb*q80Block || len(dst) < 3*ldd+8 || ldx < nb*q80Block || len(aux) < 4*8*nb {
+		panic("kernels: Q5_0 x8 four-vector dot operand shorter than its blocks")
+	}
+	if nb == 0 {
+		for c := 0; c < 4; c++ {
+			clear(dst[c*ldd : c*ldd+8])
+		}
+		return
+	}
+	q50X8Dot4AVX2(nb, &w[0], &x[0], ldx, &aux[0], &dst[0], ldd)
+}
