@@ -337,3 +337,45 @@ func FuzzActConv(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkActConv times one conversion of n activations (ns/op is per
+// n values), the Go oracle against the assembly:
+//
+//	go test ./internal/kernels/ -run XXX -bench ActConv -count 5
+func BenchmarkActConv(b *testing.B) {
+	x := &cpu.X86
+	if !x.HasAVX2 || !x.HasF16C {
+		b.Skip("no AVX2 and F16C on this CPU")
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, c := range []struct {
+		t        quant.Type
+		goF, asm func(dst []byte, src []float32)
+	}{
+		{quant.Q8_0, quantAct(quant.Q8_0), blockAct(quant.Q8_0, actQ8_0AVX2)},
+		{quant.Q8_1, quantAct(quant.Q8_1), blockAct(quant.Q8_1, actQ8_1AVX2)},
+		{quant.Q8_K, quantAct(quant.Q8_K), blockAct(quant.Q8_K, actQ8_KAVX2)},
+		{quant.F16, toF16, elemAct(quant.F16, actF16AVX2, toF16)},
+		{quant.BF16, toBF16, elemAct(quant.BF16, actBF16AVX2, toBF16)},
+	} {
+		for _, n := range []int{4096, 16384} {
+			src := make([]float32, n)
+			for i := range src {
+				src[i] = float32(r.NormFloat64())
+			}
+			rb, _ := c.t.RowBytes(int64(n))
+			dst := make([]byte, rb)
+			for _, impl := range []struct {
+				name string
+				fn   func(dst []byte, src []float32)
+			}{{"go", c.goF}, {"avx2", c.asm}} {
+				b.Run(fmt.Sprintf("%s/n=%d/%s", c.t, n, impl.name), func(b *testing.B) {
+					b.SetBytes(int64(4 * n))
+					for b.Loop() {
+						impl.fn(dst, src)
+					}
+				})
+			}
+		}
+	}
+}
