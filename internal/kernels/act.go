@@ -7,18 +7,24 @@ import (
 )
 
 // Activation conversions. The quantized formats come from quant.Quantize,
-// which reproduces llama.cpp's x86 bytes (tests check that any faster
-// version registered later stays byte-identical to it).
+// which reproduces llama.cpp's x86 bytes; these Go versions are the oracle
+// of the assembly ones registered after them (act_amd64.go), which must
+// give the same bytes for every input.
 func init() {
 	for _, t := range []quant.Type{quant.Q8_0, quant.Q8_1, quant.Q8_K} {
-		registerAct(t, func(dst []byte, src []float32) {
-			if err := quant.Quantize(t, src, dst); err != nil {
-				panic("kernels: " + err.Error())
-			}
-		})
+		registerAct(t, "generic", quantAct(t))
 	}
-	registerAct(quant.F16, toF16)
-	registerAct(quant.BF16, toBF16)
+	registerAct(quant.F16, "generic", toF16)
+	registerAct(quant.BF16, "generic", toBF16)
+}
+
+// quantAct is the converter to t by quant.Quantize.
+func quantAct(t quant.Type) func(dst []byte, src []float32) {
+	return func(dst []byte, src []float32) {
+		if err := quant.Quantize(t, src, dst); err != nil {
+			panic("kernels: " + err.Error())
+		}
+	}
 }
 
 func toF16(dst []byte, src []float32) {

@@ -94,9 +94,15 @@ func registerFast(t quant.Type, ok bool, d *dotImpl) {
 // missing here fall back to quant.Quantize.
 var actQuantizers = map[quant.Type]func(dst []byte, src []float32){}
 
+// actNames names the converter installed for each activation type
+// ("generic", "avx2"), so tests can see which one runs.
+var actNames = map[quant.Type]string{}
+
 // registerAct installs the activation converter for act type t; the last
 // registration wins, so an assembly file may replace the Go one from its init.
-func registerAct(t quant.Type, fn func(dst []byte, src []float32)) { actQuantizers[t] = fn }
+func registerAct(t quant.Type, name string, fn func(dst []byte, src []float32)) {
+	actQuantizers[t], actNames[t] = fn, name
+}
 
 // forcedGeneric is read once: switching kernels under a running model would
 // make results depend on timing.

@@ -118,7 +118,9 @@ func quantQ8_K(src []float32, dst []byte) {
 				var s int32
 				xg, qg := x[g*16:g*16+16], qs[g*16:g*16+16]
 				for j, v := range xg {
-					q := min(127, roundEven(iscale*v))
+					// float32(): the product rounded, never fused with the
+					// rounding's add (GOAMD64=v3 and arm64 fuse otherwise).
+					q := min(127, roundEven(float32(iscale*v)))
 					qg[j] = byte(q)
 					s += q
 				}
