@@ -19,7 +19,16 @@ const (
 	mxfp4X8E     = 128
 )
 
+// mxfp4TabU12 is the codebook plus 12, unsigned, for the x8 kernels'
+// VPMADDUBSW (which takes one operand unsigned): they subtract 12 times
+// the activations' sums after, so that every product is exact, -128
+// included.
+var mxfp4TabU12 [16]uint8
+
 func init() {
+	for i, v := range quant.MXFP4Values {
+		mxfp4TabU12[i] = uint8(int(v) + 12)
+	}
 	x8Generic[quant.MXFP4] = &x8Format{name: "generic", act: quant.Q8_0, block: mxfp4Block,
 		pack: packMXFP4X8, unpack: unpackMXFP4X8, dot8: dotMXFP4X8Ref, ref: dotMXFP4Canon}
 }
