@@ -25,6 +25,8 @@ DATA mx8twelve<>+0(SB)/8, $0x0c0c0c0c0c0c0c0c
 GLOBL mx8twelve<>(SB), RODATA|NOPTR, $8
 DATA mx8one16<>+0(SB)/8, $0x0001000100010001
 GLOBL mx8one16<>(SB), RODATA|NOPTR, $8
+DATA mx8m80<>+0(SB)/8, $0x8080808080808080
+GLOBL mx8m80<>(SB), RODATA|NOPTR, $8
 DATA mx8one32<>+0(SB)/8, $0x0000000100000001
 DATA mx8one32<>+8(SB)/8, $0x0000000100000001
 DATA mx8one32<>+16(SB)/8, $0x0000000100000001
@@ -132,39 +134,48 @@ loop:
 	RET
 
 // The four-vector form: the codes of a chunk are unpacked once for the
-// four vectors, whose 32 float sums (vector v's lane k at (8v+k)*32(DX),
-// row r at 4r) stay in memory, each updated by a VFMADD213PS from it and
-// a store back; vector v's corrections are at 32v(SP), its d in Y8+v.
-#define MX84LANE(u, xr, xa, ca, d, at) \
-	VPBROADCASTD xa(xr), Y2 \
-	VPMADDUBSW   Y2, u, Y2 \
+// four vectors, and so is the correction, which here comes from the
+// weights: the codes go in signed (the codebook itself) and the
+// activations unsigned, plus 128 (XORed once a block into vector v's
+// copy at 32v(SP)), so that VPMADDUBSW gives each pair's products plus
+// 128 times the pair's codes, which a VPMADDUBSW of the codes by 128
+// (Y4, Y5, one for the four vectors) gives to subtract: the same exact
+// lanes as the one-vector kernel's. The 32 float sums (vector v's lane k
+// at (8v+k)*32(DX), row r at 4r) stay in memory, each updated by a
+// VFMADD213PS from it and a store back; vector v's d is in Y8+v.
+#define MX84LANE(w, c, xa, d, at) \
+	VPBROADCASTD xa(SP), Y2 \
+	VPMADDUBSW   w, Y2, Y2 \
+	VPSUBW       c, Y2, Y2 \
 	VPMADDWD     Y13, Y2, Y2 \
-	VPBROADCASTD ca(SP), Y3 \
-	VPSUBD       Y3, Y2, Y2 \
 	VCVTDQ2PS    Y2, Y2 \
 	VFMADD213PS  at(DX), d, Y2 \
 	VMOVUPS      Y2, at(DX)
 
-#define MX84COL(k, v, xr, d) \
-	MX84LANE(Y0, xr, 2+4*(k), 32*(v)+4*(k), d, 32*(8*(v)+(k))) \
-	MX84LANE(Y1, xr, 18+4*(k), 32*(v)+16+4*(k), d, 32*(8*(v)+4+(k)))
+#define MX84COL(k, v, d) \
+	MX84LANE(Y0, Y4, 32*(v)+4*(k), d, 32*(8*(v)+(k))) \
+	MX84LANE(Y1, Y5, 32*(v)+16+4*(k), d, 32*(8*(v)+4+(k)))
 
 #define MX84CHUNK(k) \
 	MX8CODES(k) \
-	MX84COL(k, 0, R9, Y8) \
-	MX84COL(k, 1, R10, Y9) \
-	MX84COL(k, 2, R11, Y10) \
-	MX84COL(k, 3, R12, Y11)
+	VPMADDUBSW Y0, Y12, Y4 \
+	VPMADDUBSW Y1, Y12, Y5 \
+	MX84COL(k, 0, Y8) \
+	MX84COL(k, 1, Y9) \
+	MX84COL(k, 2, Y10) \
+	MX84COL(k, 3, Y11)
 
-// One vector's corrections and d (Y12 holds the half scales).
-#define MX84VEC(v, xr, d) \
-	VPBROADCASTQ mx8twelve<>(SB), Y0 \
-	VPMADDUBSW   2(xr), Y0, Y0 \
-	VPMADDWD     Y13, Y0, Y0 \
-	VMOVDQU      Y0, (32*(v))(SP) \
+// One vector's d (Y12 holds the half scales).
+#define MX84D(xr, d) \
 	VPBROADCASTW 0(xr), X1 \
 	VCVTPH2PS    X1, Y1 \
 	VMULPS       Y1, Y12, d
+
+// One vector's activations plus 128 (Y12 = 0x80s) to 32v(SP).
+#define MX84X(v, xr) \
+	VMOVDQU 2(xr), Y2 \
+	VPXOR   Y12, Y2, Y2 \
+	VMOVDQU Y2, (32*(v))(SP)
 
 // func mxfp4X8Dot4AVX2(nb int, w, x *byte, ldx int, lanes *[4][8][8]float32)
 TEXT ·mxfp4X8Dot4AVX2(SB), NOSPLIT, $128-40
@@ -177,7 +188,7 @@ TEXT ·mxfp4X8Dot4AVX2(SB), NOSPLIT, $128-40
 	LEAQ (R10)(BX*1), R11
 	LEAQ (R11)(BX*1), R12
 	VPBROADCASTQ   mx8m0f<>(SB), Y15
-	VBROADCASTI128 ·mxfp4TabU12(SB), Y14
+	VBROADCASTI128 ·mxfp4Tab(SB), Y14
 	VPBROADCASTQ   mx8one16<>(SB), Y13
 
 loop4:
@@ -185,10 +196,15 @@ loop4:
 	PREFETCHT0 (PFD+64)(SI)
 	PREFETCHT0 (PFD+135)(SI)
 	MX8SCALE(Y12)
-	MX84VEC(0, R9, Y8)
-	MX84VEC(1, R10, Y9)
-	MX84VEC(2, R11, Y10)
-	MX84VEC(3, R12, Y11)
+	MX84D(R9, Y8)
+	MX84D(R10, Y9)
+	MX84D(R11, Y10)
+	MX84D(R12, Y11)
+	VPBROADCASTQ mx8m80<>(SB), Y12
+	MX84X(0, R9)
+	MX84X(1, R10)
+	MX84X(2, R11)
+	MX84X(3, R12)
 	MX84CHUNK(0)
 	MX84CHUNK(1)
 	MX84CHUNK(2)
