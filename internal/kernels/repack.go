@@ -98,7 +98,7 @@ func Prepacked(m Matrix, l Layout) (Matrix, error) {
 type x8Format struct {
 	name  string // kernel name for Selected and doctor, "avx2"
 	act   quant.Type
-	block int // bytes of one plain block (256 values for the K-quants, 32 for Q4_0 and Q8_0)
+	block int // bytes of one plain block (256 values for the K-quants, 32 for Q4_0, Q8_0 and MXFP4)
 	// pack and unpack convert one group of nb blocks of eight rows:
 	// src plain rows (8*nb*block bytes, row after row) to dst, and back.
 	pack, unpack func(dst, src []byte, nb int)
