@@ -1,4 +1,5 @@
 #include "textflag.h"
+#include "repack_aux4_amd64.h"
 
 // The Q5_0 x8 dots (repack_q50.go has the layout): eight rows against one
 // Q8_0 vector (q50X8DotAVX2) or four (q50X8Dot4AVX2), one 176-byte group
@@ -131,44 +132,11 @@ q50done:
 	VPMADDWD     Y14, Y2, Y2 \
 	VPADDD       Y2, i, i
 
-#define Q504END(a, adx, i, acc) \
-	VPBROADCASTD a, Y0 \
-	VPSUBD       Y0, i, i \
-	VCVTDQ2PS    i, i \
-	VBROADCASTSS adx, Y2 \
-	VMULPS       Y2, Y12, Y2 \
-	VMULPS       Y2, i, i \
-	VADDPS       i, acc, acc \
-	VPXOR        i, i, i
-
 // func q50X8Dot4AVX2(nb int, w, x *byte, ldx int, aux *byte, dst *float32, ldd int)
 TEXT ·q50X8Dot4AVX2(SB), NOSPLIT, $0-56
-	MOVQ nb+0(FP), CX
-	MOVQ w+8(FP), SI
-	MOVQ x+16(FP), R9
-	MOVQ ldx+24(FP), BX
-	MOVQ aux+32(FP), R8
-	MOVQ dst+40(FP), DX
-	MOVQ ldd+48(FP), R13
-	SHLQ $2, R13
-	LEAQ (R9)(BX*1), R10
-	LEAQ (R10)(BX*1), R11
-	LEAQ (R11)(BX*1), R12
-	// Vector v's aux is 8*nb bytes after v-1's: v0 at R8, v1 at R8+DI,
-	// v2 at AX, v3 at AX+DI.
-	MOVQ CX, DI
-	SHLQ $3, DI
-	LEAQ (R8)(DI*2), AX
+	AUX4ENTER
 	VPBROADCASTQ q50m0f<>(SB), Y15
 	VPBROADCASTQ q50one16<>(SB), Y14
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	VPXOR  Y8, Y8, Y8
-	VPXOR  Y9, Y9, Y9
-	VPXOR  Y10, Y10, Y10
-	VPXOR  Y11, Y11, Y11
 	TESTQ CX, CX
 	JZ    q504done
 
@@ -189,27 +157,11 @@ q504loop:
 	Q504COL(R11, Y10, 10, 26, 14, 30)
 	Q504COL(R12, Y11, 10, 26, 14, 30)
 	VCVTPH2PS 0(SI), Y12
-	Q504END(0(R8), 4(R8), Y8, Y4)
-	Q504END(0(R8)(DI*1), 4(R8)(DI*1), Y9, Y5)
-	Q504END(0(AX), 4(AX), Y10, Y6)
-	Q504END(0(AX)(DI*1), 4(AX)(DI*1), Y11, Y7)
-	ADDQ $176, SI
-	ADDQ $34, R9
-	ADDQ $34, R10
-	ADDQ $34, R11
-	ADDQ $34, R12
-	ADDQ $8, R8
-	ADDQ $8, AX
+	AUX4ENDS(Y12)
+	AUX4NEXT(176)
 	DECQ CX
 	JNZ  q504loop
 
 q504done:
-	VMOVUPS Y4, (DX)
-	ADDQ    R13, DX
-	VMOVUPS Y5, (DX)
-	ADDQ    R13, DX
-	VMOVUPS Y6, (DX)
-	ADDQ    R13, DX
-	VMOVUPS Y7, (DX)
-	VZEROUPPER
+	AUX4STORE
 	RET
