@@ -57,14 +57,20 @@ func unpackQ40X8(dst, src []byte, nb int) {
 // an int32 and dx as a float32: what the four-vector kernel's block step
 // needs beside the codes. The sum is exact, so taking it here instead of
 // in line changes no bits.
-func q40Aux(nb int, x []byte, aux []byte) {
+func q40Aux(nb int, x []byte, aux []byte) { q80SumsAux(8, nb, x, aux) }
+
+// q80SumsAux writes, for each of the nb blocks of Q8_0 vector x, off times
+// the sum of its values (int32) and its dx (float32): the per-block
+// quantities of the offset formats' four-vector kernels (Q4_0's codes
+// are offset by 8, Q5_0's by 16).
+func q80SumsAux(off int32, nb int, x []byte, aux []byte) {
 	for b := 0; b < nb; b++ {
 		xb := x[q80Block*b : q80Block*(b+1)]
 		var s int32
 		for _, v := range xb[2:] {
 			s += int32(int8(v))
 		}
-		binary.LittleEndian.PutUint32(aux[8*b:], uint32(8*s))
+		binary.LittleEndian.PutUint32(aux[8*b:], uint32(off*s))
 		binary.LittleEndian.PutUint32(aux[8*b+4:], math.Float32bits(kqF16(xb)))
 	}
 }

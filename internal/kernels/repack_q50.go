@@ -2,7 +2,6 @@ package kernels
 
 import (
 	"encoding/binary"
-	"math"
 
 	"braid/internal/quant"
 )
@@ -134,14 +133,4 @@ func dotQ50X8Ref(nb int, w, x []byte, dst *[8]float32) {
 }
 
 // q50Aux is q40Aux for Q5_0: 16*sum(x) and dx of each block.
-func q50Aux(nb int, x []byte, aux []byte) {
-	for b := 0; b < nb; b++ {
-		xb := x[q80Block*b : q80Block*(b+1)]
-		var s int32
-		for _, v := range xb[2:] {
-			s += int32(int8(v))
-		}
-		binary.LittleEndian.PutUint32(aux[8*b:], uint32(16*s))
-		binary.LittleEndian.PutUint32(aux[8*b+4:], math.Float32bits(kqF16(xb)))
-	}
-}
+func q50Aux(nb int, x []byte, aux []byte) { q80SumsAux(16, nb, x, aux) }
