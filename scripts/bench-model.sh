@@ -20,6 +20,12 @@
 # start of every run is reported with the figures either way. BASE_ENV
 # (e.g. BASE_ENV=BRAID_REPACK=off) also runs braid under that environment
 # in every round, beside the others, and reports braid against it.
+# BRAID_ARGS and LLAMA_ARGS add flags to every braid bench and llama-bench
+# run: a model larger than tmpfs allows (BASELINE_ALLOW_DISK=1) is held
+# resident by LLAMA_ARGS="-lm none" (llama.cpp reads it into anonymous memory;
+# builds before --load-mode: "-mmp 0")
+# and by braid's repacked copies (BRAID_ARGS="--load-mode read" where the
+# machine has room for the file and its repacked copy).
 set -euo pipefail
 : "${LLAMA_CPP_BIN:?set LLAMA_CPP_BIN to the bin directory of a llama.cpp build}"
 MODEL=$(realpath "${MODEL:?set MODEL to a GGUF}")
@@ -59,17 +65,17 @@ wait_load() {
 for r in $(seq 1 "$ROUNDS"); do
 	for t in 1 2; do
 		wait_load
-		/usr/bin/time -f %M -o "$out/braid.t$t.$r.rss" "$BRAID" bench -m "$MODEL" -p "$P" -n "$N" -r 1 -t "$t" --json >"$out/braid.t$t.$r.json" 2>>"$out/braid.log"
+		/usr/bin/time -f %M -o "$out/braid.t$t.$r.rss" "$BRAID" bench -m "$MODEL" -p "$P" -n "$N" -r 1 -t "$t" ${BRAID_ARGS:-} --json >"$out/braid.t$t.$r.json" 2>>"$out/braid.log"
 		if [ -n "${BASE_ENV:-}" ]; then
 			wait_load
-			env "$BASE_ENV" "$BRAID" bench -m "$MODEL" -p "$P" -n "$N" -r 1 -t "$t" --json >"$out/base.t$t.$r.json" 2>>"$out/braid.log"
+			env "$BASE_ENV" "$BRAID" bench -m "$MODEL" -p "$P" -n "$N" -r 1 -t "$t" ${BRAID_ARGS:-} --json >"$out/base.t$t.$r.json" 2>>"$out/braid.log"
 		fi
 		wait_load
-		/usr/bin/time -f %M -o "$out/llama.t$t.$r.rss" "$LLAMA_CPP_BIN/llama-bench" -m "$MODEL" -p "$P" -n "$N" -r 1 -t "$t" -o json >"$out/llama.t$t.$r.json" 2>>"$out/llama.log"
+		/usr/bin/time -f %M -o "$out/llama.t$t.$r.rss" "$LLAMA_CPP_BIN/llama-bench" -m "$MODEL" -p "$P" -n "$N" -r 1 -t "$t" ${LLAMA_ARGS:-} -o json >"$out/llama.t$t.$r.json" 2>>"$out/llama.log"
 	done
 	if [ "$SPLIT" = 1 ]; then
 		wait_load
-		"$BRAID" bench -m "$MODEL" -p "$P" -n "$N" -r 1 -t 1 --workers "127.0.0.1:$port" --split tensor --json >"$out/split.$r.json" 2>>"$out/split.log"
+		"$BRAID" bench -m "$MODEL" -p "$P" -n "$N" -r 1 -t 1 ${BRAID_ARGS:-} --workers "127.0.0.1:$port" --split tensor --json >"$out/split.$r.json" 2>>"$out/split.log"
 	fi
 	echo "round $r done" >&2
 done

@@ -87,6 +87,24 @@ func init() {
 		{quant.IQ1_M, iqIQ1MAVX2, iqIQ1MSize}, {quant.TQ1_0, iqTQ1AVX2, iqTQ1Size},
 		{quant.TQ2_0, iqTQ2AVX2, iqTQ2Size},
 	} {
-		registerFast(k.t, avx2, &dotImpl{name: "avx2", act: quant.Q8_K, dot: kqWrap(k.fn, k.size)})
+		impl := &dotImpl{name: "avx2", act: quant.Q8_K, dot: kqWrap(k.fn, k.size)}
+		if dec := iqPanelDecoders[k.t]; dec.decode != nil {
+			// Prefill decodes each tile's weights once (iq_panel_amd64.go),
+			// with the row dot's bits.
+			p := &iqPanel{size: k.size, k: dec.k, decode: dec.decode, dot: impl.dot}
+			impl.mm, impl.mmRows, impl.mmCols, impl.exactTiles = p.mm, iqPanelRows, iqPanelCols, true
+		}
+		registerFast(k.t, avx2, impl)
 	}
+}
+
+// iqPanelDecoders are the grid formats with AVX2 panel tiles, and the
+// constant each row dot multiplies its sum by.
+var iqPanelDecoders = map[quant.Type]struct {
+	decode func(dst, b []byte)
+	k      float32
+}{
+	quant.IQ2_XXS: {iqPanelIQ2XXS, 0.125}, quant.IQ2_XS: {iqPanelIQ2XS, 0.125},
+	quant.IQ2_S: {iqPanelIQ2S, 0.125}, quant.IQ3_XXS: {iqPanelIQ3XXS, 0.25},
+	quant.IQ3_S: {iqPanelIQ3S, 1},
 }

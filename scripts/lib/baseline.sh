@@ -91,12 +91,21 @@ baseline_check() {
 # it is there already, else a copy in ${BASELINE_TMPFS:-/dev/shm}/braid-bench
 # (made once; reused while its size matches). It refuses when tmpfs lacks the
 # room, unless BASELINE_ALLOW_DISK=1 (then it prints $1 and says why the
-# figures may swing).
+# figures may swing). BASELINE_KEEP_DISK=1 keeps $1 where it is without
+# trying tmpfs: for a model that fits in memory once but not twice, whose
+# callers hold it in anonymous memory instead (llama-bench -lm none, braid's
+# repacked copies), so that a tmpfs copy beside them cannot run the machine
+# out of memory.
 baseline_resident() {
 	local src=$1 dir="${BASELINE_TMPFS:-/dev/shm}/braid-bench" fs size free dst
 	[ -f "$src" ] || { echo "baseline: $src: no such file" >&2; return 1; }
 	fs=$(stat -f -c %T "$src" 2>/dev/null || echo unknown)
 	if [ "$fs" = tmpfs ] || [ "$fs" = ramfs ]; then
+		echo "$src"
+		return 0
+	fi
+	if [ "${BASELINE_KEEP_DISK:-0}" = 1 ]; then
+		echo "baseline: $src stays on $fs (BASELINE_KEEP_DISK=1): the engines must hold it in anonymous memory themselves (e.g. llama-bench -lm none)" >&2
 		echo "$src"
 		return 0
 	fi

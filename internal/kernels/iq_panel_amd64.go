@@ -1,0 +1,207 @@
+package kernels
+
+import (
+	"encoding/binary"
+	"math"
+	"sync"
+
+	"braid/internal/quant"
+)
+
+// Prefill tiles for the grid formats IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS and
+// IQ3_S on AVX2. Their row dots spend nearly all their time building the
+// weights (scalar codebook lookups, sign expansion), not multiplying, so
+// a product of many vectors decodes each super-block of a tile's rows once
+// into a panel (iqPanelBlock bytes: the weights as the row dot holds them
+// in its registers, 64 + w, and its scale vectors) and runs every column
+// over the panel with the row dot's own integer and float operations:
+// the same eight int32 lane sums per super-block, folded into the same
+// float lanes by the same multiply-adds in the same order, and reduced by
+// the same tree. A column's result is the row dot's bits for any number
+// of vectors (exactTiles), which TestExactEveryFormat checks.
+//
+// Panel block layout (offsets in bytes):
+//
+//	  0  q    [256]uint8  64 + w, the values in order
+//	256  sc   [8]uint64   per 32 values: the scale word pairs of lanes 0-3
+//	                      (low dword) and 4-7 (high dword)
+//	320  corr [16]int16   the scale of each 16 values, multiplied with
+//	                      Q8_K's bsums for the -64 * sum(ls * bsum) term
+//	352  d    float32     the block's scale
+const iqPanelBlock = 384
+
+// iqPanel is one grid format's decoder and the constant its row dot
+// multiplies the sum by (IQ2: 1/8, IQ3_XXS: 1/4, IQ3_S: 1).
+type iqPanel struct {
+	size   int
+	k      float32
+	decode func(dst, b []byte)
+	dot    func(n int, w, x []byte) float32
+}
+
+// iqPanelMinCols is the fewest vectors a tile runs on the panel: the
+// four-column kernel is the only one, and fewer columns take the row dot.
+const iqPanelMinCols = 4
+
+// A tile is iqPanelRows rows (their panel, 8 x 32 KiB-row at most for
+// 8192 values, stays in L2) by up to iqPanelCols vectors (each row is
+// decoded once per that many).
+const iqPanelRows, iqPanelCols = 8, 64
+
+var iqPanelBufs sync.Pool // *[]byte
+
+// mm is the tile (dotImpl.mm) of format p.
+func (p *iqPanel) mm(n int, w []byte, ldw int, x []byte, ldx int, dst []float32, ldd int, rows, cols int) {
+	nb := n / 256
+	if cols < iqPanelMinCols || nb == 0 {
+		mmByDot(p.dot, n, w, ldw, x, ldx, dst, ldd, rows, cols)
+		return
+	}
+	need := rows * nb * iqPanelBlock
+	bp, _ := iqPanelBufs.Get().(*[]byte)
+	if bp == nil || len(*bp) < need {
+		b := make([]byte, need)
+		bp = &b
+	}
+	buf := *bp
+	for r := 0; r < rows; r++ {
+		src := w[r*ldw:]
+		for i := 0; i < nb; i++ {
+			p.decode(buf[(r*nb+i)*iqPanelBlock:], src[i*p.size:(i+1)*p.size])
+		}
+	}
+	c4 := cols / 4 * 4
+	for c := 0; c < c4; c += 4 {
+		// Four columns' activations stay in L1 while every row's panel
+		// passes them.
+		_ = x[(c+3)*ldx+nb*kqQ8KSize-1]
+		_ = dst[(c+3)*ldd+rows-1]
+		for r := 0; r < rows; r++ {
+			iqPanelDot4(&buf[r*nb*iqPanelBlock], nb, &x[c*ldx], ldx, &dst[c*ldd+r], ldd, p.k)
+		}
+	}
+	for c := c4; c < cols; c++ {
+		xc := x[c*ldx : c*ldx+ldx]
+		for r := 0; r < rows; r++ {
+			dst[c*ldd+r] = p.dot(n, w[r*ldw:r*ldw+ldw], xc)
+		}
+	}
+	iqPanelBufs.Put(bp)
+}
+
+// iqPanelDot4 writes, for c < 4, the dot of the nb panel blocks at w with
+// the Q8_K vector at x+c*ldx, times k, to dst[c*ldd].
+//
+//go:noescape
+func iqPanelDot4(w *byte, nb int, x *byte, ldx int, dst *float32, ldd int, k float32)
+
+// iqSignMask[s] has byte k 0xff where bit k of the sign byte s is set.
+var iqSignMask = func() (t [256]uint64) {
+	for s := range t {
+		for k := 0; k < 8; k++ {
+			if s>>k&1 != 0 {
+				t[s] |= 0xff << (8 * k)
+			}
+		}
+	}
+	return t
+}()
+
+// iqPanel8 is 64 + s*g for the 8 magnitudes (bytes of g, each below 64)
+// with the signs of s, as the row dots' VPSIGNB and VPADDB make them: no
+// byte carries into or borrows from its neighbour.
+func iqPanel8(dst []byte, g uint64, s uint8) {
+	const b64 = 0x4040404040404040
+	pos, neg := b64+g, b64-g
+	binary.LittleEndian.PutUint64(dst, pos^(pos^neg)&iqSignMask[s])
+}
+
+// iqPanelScales writes the scale words of a format with one scale per 32
+// values (ls[ib]) or two (lo[ib] for values 0-15, hi[ib] for 16-31).
+func iqPanelScales(dst []byte, lo, hi *[8]uint32) {
+	for ib := 0; ib < 8; ib++ {
+		binary.LittleEndian.PutUint32(dst[256+8*ib:], lo[ib]|lo[ib]<<16)
+		binary.LittleEndian.PutUint32(dst[260+8*ib:], hi[ib]|hi[ib]<<16)
+		binary.LittleEndian.PutUint16(dst[320+4*ib:], uint16(lo[ib]))
+		binary.LittleEndian.PutUint16(dst[322+4*ib:], uint16(hi[ib]))
+	}
+}
+
+func iqPanelD(dst, b []byte) {
+	binary.LittleEndian.PutUint32(dst[352:], math.Float32bits(kqF16(b)))
+}
+
+func iqPanelIQ2XXS(dst, b []byte) {
+	var ls [8]uint32
+	for ib := 0; ib < 8; ib++ {
+		q := b[2+8*ib : 10+8*ib]
+		aux := binary.LittleEndian.Uint32(q[4:])
+		for l := 0; l < 4; l++ {
+			iqPanel8(dst[32*ib+8*l:], quant.IQ2XXSGrid[q[l]], quant.IQSigns(uint8(aux>>(7*l))))
+		}
+		ls[ib] = 2*(aux>>28) + 1
+	}
+	iqPanelScales(dst, &ls, &ls)
+	iqPanelD(dst, b)
+}
+
+func iqPanelIQ2XS(dst, b []byte) {
+	var lo, hi [8]uint32
+	for ib := 0; ib < 8; ib++ {
+		for l := 0; l < 4; l++ {
+			q := binary.LittleEndian.Uint16(b[2+8*ib+2*l:])
+			iqPanel8(dst[32*ib+8*l:], quant.IQ2XSGrid[q&511], quant.IQSigns(uint8(q>>9)))
+		}
+		sc := uint32(b[66+ib])
+		lo[ib], hi[ib] = 2*(sc&15)+1, 2*(sc>>4)+1
+	}
+	iqPanelScales(dst, &lo, &hi)
+	iqPanelD(dst, b)
+}
+
+func iqPanelIQ2S(dst, b []byte) {
+	qs, signs, qh, scales := b[2:34], b[34:66], b[66:74], b[74:82]
+	var lo, hi [8]uint32
+	for ib := 0; ib < 8; ib++ {
+		for l := 0; l < 4; l++ {
+			idx := int(qs[4*ib+l]) | int(qh[ib])<<(8-2*l)&0x300
+			iqPanel8(dst[32*ib+8*l:], quant.IQ2SGrid[idx], signs[4*ib+l])
+		}
+		sc := uint32(scales[ib])
+		lo[ib], hi[ib] = 2*(sc&15)+1, 2*(sc>>4)+1
+	}
+	iqPanelScales(dst, &lo, &hi)
+	iqPanelD(dst, b)
+}
+
+func iqPanelIQ3XXS(dst, b []byte) {
+	qs, ss := b[2:66], b[66:98]
+	var ls [8]uint32
+	for ib := 0; ib < 8; ib++ {
+		aux := binary.LittleEndian.Uint32(ss[4*ib:])
+		for l := 0; l < 4; l++ {
+			g := uint64(quant.IQ3XXSGrid[qs[8*ib+2*l]]) | uint64(quant.IQ3XXSGrid[qs[8*ib+2*l+1]])<<32
+			iqPanel8(dst[32*ib+8*l:], g, quant.IQSigns(uint8(aux>>(7*l))))
+		}
+		ls[ib] = 2*(aux>>28) + 1
+	}
+	iqPanelScales(dst, &ls, &ls)
+	iqPanelD(dst, b)
+}
+
+func iqPanelIQ3S(dst, b []byte) {
+	qs, qh, signs, scales := b[2:66], b[66:74], b[74:106], b[106:110]
+	var ls [8]uint32
+	for ib := 0; ib < 8; ib++ {
+		h := int(qh[ib])
+		for l := 0; l < 4; l++ {
+			i1 := int(qs[8*ib+2*l]) | h<<(8-2*l)&256
+			i2 := int(qs[8*ib+2*l+1]) | h<<(7-2*l)&256
+			g := uint64(quant.IQ3SGrid[i1]) | uint64(quant.IQ3SGrid[i2])<<32
+			iqPanel8(dst[32*ib+8*l:], g, signs[4*ib+l])
+		}
+		ls[ib] = 2*uint32(scales[ib/2]>>(4*(ib%2))&15) + 1
+	}
+	iqPanelScales(dst, &ls, &ls)
+	iqPanelD(dst, b)
+}
