@@ -43,10 +43,11 @@ type iqPanel struct {
 // four-column kernel is the only one, and fewer columns take the row dot.
 const iqPanelMinCols = 4
 
-// A tile is iqPanelRows rows (their panel, 8 x 32 KiB-row at most for
-// 8192 values, stays in L2) by up to iqPanelCols vectors (each row is
-// decoded once per that many).
-const iqPanelRows, iqPanelCols = 8, 64
+// A tile is iqPanelRows rows (their panel, 8 x 12 KiB for rows of 8192
+// values, stays in L2) by up to iqPanelCols vectors: each row is decoded
+// once per that many, and only four vectors' activations are in use at a
+// time, so it can be large.
+const iqPanelRows, iqPanelCols = 8, 256
 
 var iqPanelBufs sync.Pool // *[]byte
 
@@ -95,8 +96,9 @@ func (p *iqPanel) mm(n int, w []byte, ldw int, x []byte, ldx int, dst []float32,
 //go:noescape
 func iqPanelDot4(w *byte, nb int, x *byte, ldx int, dst *float32, ldd int, k float32)
 
-// iqSignMask[s] has byte k 0xff where bit k of the sign byte s is set.
-var iqSignMask = func() (t [256]uint64) {
+// iqSignMask[s] has byte k 0xff where bit k of the sign byte s is set;
+// iqSignMask7 is the same for a 7-bit sign index (quant.IQSigns).
+var iqSignMask, iqSignMask7 = func() (t, t7 [256]uint64) {
 	for s := range t {
 		for k := 0; k < 8; k++ {
 			if s>>k&1 != 0 {
@@ -104,104 +106,105 @@ var iqSignMask = func() (t [256]uint64) {
 			}
 		}
 	}
-	return t
+	for s := range 128 {
+		t7[s] = t[quant.IQSigns(uint8(s))]
+		t7[s+128] = t7[s]
+	}
+	return t, t7
 }()
 
 // iqPanel8 is 64 + s*g for the 8 magnitudes (bytes of g, each below 64)
-// with the signs of s, as the row dots' VPSIGNB and VPADDB make them: no
-// byte carries into or borrows from its neighbour.
-func iqPanel8(dst []byte, g uint64, s uint8) {
+// with the sign mask m (iqSignMask), as the row dots' VPSIGNB and VPADDB
+// make them: no byte carries into or borrows from its neighbour.
+func iqPanel8(g, m uint64) uint64 {
 	const b64 = 0x4040404040404040
 	pos, neg := b64+g, b64-g
-	binary.LittleEndian.PutUint64(dst, pos^(pos^neg)&iqSignMask[s])
+	return pos ^ (pos^neg)&m
 }
+
+type iqPanelOut = [iqPanelBlock]byte
 
 // iqPanelScales writes the scale words of a format with one scale per 32
-// values (ls[ib]) or two (lo[ib] for values 0-15, hi[ib] for 16-31).
-func iqPanelScales(dst []byte, lo, hi *[8]uint32) {
+// values (lo = hi) or two (lo[ib] for values 0-15, hi[ib] for 16-31), and
+// the block's scale d.
+func iqPanelScales(dst *iqPanelOut, lo, hi *[8]uint32, d float32) {
 	for ib := 0; ib < 8; ib++ {
-		binary.LittleEndian.PutUint32(dst[256+8*ib:], lo[ib]|lo[ib]<<16)
-		binary.LittleEndian.PutUint32(dst[260+8*ib:], hi[ib]|hi[ib]<<16)
-		binary.LittleEndian.PutUint16(dst[320+4*ib:], uint16(lo[ib]))
-		binary.LittleEndian.PutUint16(dst[322+4*ib:], uint16(hi[ib]))
+		l, h := lo[ib]|lo[ib]<<16, hi[ib]|hi[ib]<<16
+		binary.LittleEndian.PutUint64(dst[256+8*ib:], uint64(l)|uint64(h)<<32)
+		binary.LittleEndian.PutUint32(dst[320+4*ib:], lo[ib]|hi[ib]<<16)
 	}
+	binary.LittleEndian.PutUint32(dst[352:], math.Float32bits(d))
 }
 
-func iqPanelD(dst, b []byte) {
-	binary.LittleEndian.PutUint32(dst[352:], math.Float32bits(kqF16(b)))
-}
-
-func iqPanelIQ2XXS(dst, b []byte) {
+func iqPanelIQ2XXS(out, in []byte) {
+	dst, b := (*iqPanelOut)(out), (*[iqIQ2XXSSize]byte)(in)
 	var ls [8]uint32
 	for ib := 0; ib < 8; ib++ {
-		q := b[2+8*ib : 10+8*ib]
-		aux := binary.LittleEndian.Uint32(q[4:])
+		aux := binary.LittleEndian.Uint32(b[6+8*ib:])
 		for l := 0; l < 4; l++ {
-			iqPanel8(dst[32*ib+8*l:], quant.IQ2XXSGrid[q[l]], quant.IQSigns(uint8(aux>>(7*l))))
+			g := quant.IQ2XXSGrid[b[2+8*ib+l]]
+			binary.LittleEndian.PutUint64(dst[32*ib+8*l:], iqPanel8(g, iqSignMask7[uint8(aux>>(7*l))&127]))
 		}
 		ls[ib] = 2*(aux>>28) + 1
 	}
-	iqPanelScales(dst, &ls, &ls)
-	iqPanelD(dst, b)
+	iqPanelScales(dst, &ls, &ls, kqF16(b[:]))
 }
 
-func iqPanelIQ2XS(dst, b []byte) {
+func iqPanelIQ2XS(out, in []byte) {
+	dst, b := (*iqPanelOut)(out), (*[iqIQ2XSSize]byte)(in)
 	var lo, hi [8]uint32
 	for ib := 0; ib < 8; ib++ {
 		for l := 0; l < 4; l++ {
 			q := binary.LittleEndian.Uint16(b[2+8*ib+2*l:])
-			iqPanel8(dst[32*ib+8*l:], quant.IQ2XSGrid[q&511], quant.IQSigns(uint8(q>>9)))
+			binary.LittleEndian.PutUint64(dst[32*ib+8*l:], iqPanel8(quant.IQ2XSGrid[q&511], iqSignMask7[uint8(q>>9)]))
 		}
 		sc := uint32(b[66+ib])
 		lo[ib], hi[ib] = 2*(sc&15)+1, 2*(sc>>4)+1
 	}
-	iqPanelScales(dst, &lo, &hi)
-	iqPanelD(dst, b)
+	iqPanelScales(dst, &lo, &hi, kqF16(b[:]))
 }
 
-func iqPanelIQ2S(dst, b []byte) {
-	qs, signs, qh, scales := b[2:34], b[34:66], b[66:74], b[74:82]
+func iqPanelIQ2S(out, in []byte) {
+	dst, b := (*iqPanelOut)(out), (*[iqIQ2SSize]byte)(in)
 	var lo, hi [8]uint32
 	for ib := 0; ib < 8; ib++ {
+		h := int(b[66+ib])
 		for l := 0; l < 4; l++ {
-			idx := int(qs[4*ib+l]) | int(qh[ib])<<(8-2*l)&0x300
-			iqPanel8(dst[32*ib+8*l:], quant.IQ2SGrid[idx], signs[4*ib+l])
+			idx := int(b[2+4*ib+l]) | h<<(8-2*l)&0x300
+			binary.LittleEndian.PutUint64(dst[32*ib+8*l:], iqPanel8(quant.IQ2SGrid[idx], iqSignMask[b[34+4*ib+l]]))
 		}
-		sc := uint32(scales[ib])
+		sc := uint32(b[74+ib])
 		lo[ib], hi[ib] = 2*(sc&15)+1, 2*(sc>>4)+1
 	}
-	iqPanelScales(dst, &lo, &hi)
-	iqPanelD(dst, b)
+	iqPanelScales(dst, &lo, &hi, kqF16(b[:]))
 }
 
-func iqPanelIQ3XXS(dst, b []byte) {
-	qs, ss := b[2:66], b[66:98]
+func iqPanelIQ3XXS(out, in []byte) {
+	dst, b := (*iqPanelOut)(out), (*[iqIQ3XXSSize]byte)(in)
 	var ls [8]uint32
 	for ib := 0; ib < 8; ib++ {
-		aux := binary.LittleEndian.Uint32(ss[4*ib:])
+		aux := binary.LittleEndian.Uint32(b[66+4*ib:])
 		for l := 0; l < 4; l++ {
-			g := uint64(quant.IQ3XXSGrid[qs[8*ib+2*l]]) | uint64(quant.IQ3XXSGrid[qs[8*ib+2*l+1]])<<32
-			iqPanel8(dst[32*ib+8*l:], g, quant.IQSigns(uint8(aux>>(7*l))))
+			g := uint64(quant.IQ3XXSGrid[b[2+8*ib+2*l]]) | uint64(quant.IQ3XXSGrid[b[3+8*ib+2*l]])<<32
+			binary.LittleEndian.PutUint64(dst[32*ib+8*l:], iqPanel8(g, iqSignMask7[uint8(aux>>(7*l))&127]))
 		}
 		ls[ib] = 2*(aux>>28) + 1
 	}
-	iqPanelScales(dst, &ls, &ls)
-	iqPanelD(dst, b)
+	iqPanelScales(dst, &ls, &ls, kqF16(b[:]))
 }
 
-func iqPanelIQ3S(dst, b []byte) {
-	qs, qh, signs, scales := b[2:66], b[66:74], b[74:106], b[106:110]
+func iqPanelIQ3S(out, in []byte) {
+	dst, b := (*iqPanelOut)(out), (*[iqIQ3SSize]byte)(in)
 	var ls [8]uint32
 	for ib := 0; ib < 8; ib++ {
-		h := int(qh[ib])
+		h := int(b[66+ib])
 		for l := 0; l < 4; l++ {
-			i1 := int(qs[8*ib+2*l]) | h<<(8-2*l)&256
-			i2 := int(qs[8*ib+2*l+1]) | h<<(7-2*l)&256
+			i1 := int(b[2+8*ib+2*l]) | h<<(8-2*l)&256
+			i2 := int(b[3+8*ib+2*l]) | h<<(7-2*l)&256
 			g := uint64(quant.IQ3SGrid[i1]) | uint64(quant.IQ3SGrid[i2])<<32
-			iqPanel8(dst[32*ib+8*l:], g, signs[4*ib+l])
+			binary.LittleEndian.PutUint64(dst[32*ib+8*l:], iqPanel8(g, iqSignMask[b[74+4*ib+l]]))
 		}
-		ls[ib] = 2*uint32(scales[ib/2]>>(4*(ib%2))&15) + 1
+		ls[ib] = 2*uint32(b[106+ib/2]>>(4*(ib%2))&15) + 1
 	}
-	iqPanelScales(dst, &ls, &ls)
-	iqPanelD(dst, b)
+	iqPanelScales(dst, &ls, &ls, kqF16(b[:]))
 }

@@ -1,0 +1,62 @@
+package kernels
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"braid/internal/quant"
+)
+
+// BenchmarkIQPanel is a prefill product of the grid formats with panel
+// tiles (8192x2048, an FFN gate of a 1B model, by 64 vectors) on one
+// thread, beside its two parts: decoding the panels and the four-column
+// kernel over them.
+func BenchmarkIQPanel(b *testing.B) {
+	const rows, cols, n = 8192, 2048, 64
+	for _, typ := range []quant.Type{quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S, quant.IQ3_XXS, quant.IQ3_S} {
+		impl := fast[typ][len(fast[typ])-1]
+		if impl.mm == nil {
+			b.Skipf("%s: no panel tiles on this CPU", typ)
+		}
+		rng := rand.New(rand.NewPCG(3, uint64(typ)))
+		w := headsRows(rng, typ, rows, cols)
+		x := make([]float32, n*cols)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64())
+		}
+		dst := make([]float32, n*rows)
+		b.Run(fmt.Sprintf("%s/matmul", typ), func(b *testing.B) {
+			p := NewPool(1)
+			defer p.Close()
+			for i := 0; i < b.N; i++ {
+				p.matMulWith(impl, dst, &w, x, n)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(rows*cols/256*n), "ns/block-col")
+		})
+		nb := cols / 256
+		dec := iqPanelDecoders[typ].decode
+		size := len(w.Data) / rows / nb
+		panel := make([]byte, nb*iqPanelBlock)
+		b.Run(fmt.Sprintf("%s/decode", typ), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				r := i % rows
+				for j := 0; j < nb; j++ {
+					dec(panel[j*iqPanelBlock:], w.Data[(r*nb+j)*size:(r*nb+j+1)*size])
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(nb), "ns/block")
+		})
+		xq := make([]byte, 4*nb*kqQ8KSize)
+		for c := 0; c < 4; c++ {
+			actQuantizers[quant.Q8_K](xq[c*nb*kqQ8KSize:(c+1)*nb*kqQ8KSize], x[c*cols:(c+1)*cols])
+		}
+		out := make([]float32, 4)
+		b.Run(fmt.Sprintf("%s/dot4", typ), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				iqPanelDot4(&panel[0], nb, &xq[0], nb*kqQ8KSize, &out[0], 1, 1)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(4*nb), "ns/block-col")
+		})
+	}
+}
