@@ -91,7 +91,7 @@ func init() {
 		if dec := iqPanelDecoders[k.t]; dec.decode != nil {
 			// Prefill decodes each tile's weights once (iq_panel_amd64.go),
 			// with the row dot's bits.
-			p := &iqPanel{size: k.size, k: dec.k, decode: dec.decode, dot: impl.dot}
+			p := &iqPanel{size: k.size, k: dec.k, decode: dec.decode, decodeRow: dec.decodeRow, dot: impl.dot}
 			impl.mm, impl.mmRows, impl.mmCols, impl.exactTiles = p.mm, iqPanelRows, iqPanelCols, true
 		}
 		registerFast(k.t, avx2, impl)
@@ -101,10 +101,13 @@ func init() {
 // iqPanelDecoders are the grid formats with AVX2 panel tiles, and the
 // constant each row dot multiplies its sum by.
 var iqPanelDecoders = map[quant.Type]struct {
-	decode func(dst, b []byte)
-	k      float32
+	decode    func(dst, b []byte)
+	k         float32
+	decodeRow func(dst, w *byte, nb int)
 }{
-	quant.IQ2_XXS: {iqPanelIQ2XXS, 0.125}, quant.IQ2_XS: {iqPanelIQ2XS, 0.125},
-	quant.IQ2_S: {iqPanelIQ2S, 0.125}, quant.IQ3_XXS: {iqPanelIQ3XXS, 0.25},
-	quant.IQ3_S: {iqPanelIQ3S, 1},
+	quant.IQ2_XXS: {iqPanelIQ2XXS, 0.125, iqPanelDecIQ2XXSAVX2},
+	quant.IQ2_XS:  {iqPanelIQ2XS, 0.125, iqPanelDecIQ2XSAVX2},
+	quant.IQ2_S:   {iqPanelIQ2S, 0.125, iqPanelDecIQ2SAVX2},
+	quant.IQ3_XXS: {iqPanelIQ3XXS, 0.25, iqPanelDecIQ3XXSAVX2},
+	quant.IQ3_S:   {iqPanelIQ3S, 1, iqPanelDecIQ3SAVX2},
 }

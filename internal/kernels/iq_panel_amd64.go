@@ -36,7 +36,9 @@ type iqPanel struct {
 	size   int
 	k      float32
 	decode func(dst, b []byte)
-	dot    func(n int, w, x []byte) float32
+	// decodeRow, when set, is decode in assembly over nb blocks.
+	decodeRow func(dst, w *byte, nb int)
+	dot       func(n int, w, x []byte) float32
 }
 
 // iqPanelMinCols is the fewest vectors a tile runs on the panel: the
@@ -67,6 +69,12 @@ func (p *iqPanel) mm(n int, w []byte, ldw int, x []byte, ldx int, dst []float32,
 	buf := *bp
 	for r := 0; r < rows; r++ {
 		src := w[r*ldw:]
+		if p.decodeRow != nil {
+			_ = src[nb*p.size-1]
+			_ = buf[(r+1)*nb*iqPanelBlock-1]
+			p.decodeRow(&buf[r*nb*iqPanelBlock], &src[0], nb)
+			continue
+		}
 		for i := 0; i < nb; i++ {
 			p.decode(buf[(r*nb+i)*iqPanelBlock:], src[i*p.size:(i+1)*p.size])
 		}
@@ -93,6 +101,21 @@ func (p *iqPanel) mm(n int, w []byte, ldw int, x []byte, ldx int, dst []float32,
 // iqPanelDot4 writes, for c < 4, the dot of the nb panel blocks at w with
 // the Q8_K vector at x+c*ldx, times k, to dst[c*ldd].
 //
+//go:noescape
+func iqPanelDecIQ2XXSAVX2(dst, w *byte, nb int)
+
+//go:noescape
+func iqPanelDecIQ2XSAVX2(dst, w *byte, nb int)
+
+//go:noescape
+func iqPanelDecIQ2SAVX2(dst, w *byte, nb int)
+
+//go:noescape
+func iqPanelDecIQ3XXSAVX2(dst, w *byte, nb int)
+
+//go:noescape
+func iqPanelDecIQ3SAVX2(dst, w *byte, nb int)
+
 //go:noescape
 func iqPanelDot4(w *byte, nb int, x *byte, ldx int, dst *float32, ldd int, k float32)
 

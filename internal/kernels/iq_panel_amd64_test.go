@@ -15,8 +15,13 @@ import (
 func BenchmarkIQPanel(b *testing.B) {
 	const rows, cols, n = 8192, 2048, 64
 	for _, typ := range []quant.Type{quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S, quant.IQ3_XXS, quant.IQ3_S} {
-		impl := fast[typ][len(fast[typ])-1]
-		if impl.mm == nil {
+		var impl *dotImpl
+		for _, f := range fast[typ] {
+			if f.mm != nil {
+				impl = f
+			}
+		}
+		if impl == nil {
 			b.Skipf("%s: no panel tiles on this CPU", typ)
 		}
 		rng := rand.New(rand.NewPCG(3, uint64(typ)))
@@ -41,6 +46,10 @@ func BenchmarkIQPanel(b *testing.B) {
 		b.Run(fmt.Sprintf("%s/decode", typ), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				r := i % rows
+				if row := iqPanelDecoders[typ].decodeRow; row != nil {
+					row(&panel[0], &w.Data[r*nb*size], nb)
+					continue
+				}
 				for j := 0; j < nb; j++ {
 					dec(panel[j*iqPanelBlock:], w.Data[(r*nb+j)*size:(r*nb+j+1)*size])
 				}
@@ -59,4 +68,39 @@ func BenchmarkIQPanel(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(4*nb), "ns/block-col")
 		})
 	}
+}
+
+// TestIQPanelDecode: the assembly panel decoders write the Go decoders'
+// bytes, block for block.
+func TestIQPanelDecode(t *testing.T) {
+	for typ, d := range iqPanelDecoders {
+		if d.decodeRow == nil || !iqHasPanel(typ) {
+			continue
+		}
+		rng := rand.New(rand.NewPCG(5, uint64(typ)))
+		const nb = 9
+		w := iqRandWeights(rng, typ, nb, "rand")
+		size := len(w) / nb
+		want, got := make([]byte, nb*iqPanelBlock), make([]byte, nb*iqPanelBlock)
+		for i := 0; i < nb; i++ {
+			d.decode(want[i*iqPanelBlock:], w[i*size:(i+1)*size])
+		}
+		d.decodeRow(&got[0], &w[0], nb)
+		for i := range want {
+			// Bytes 356-383 of a block are padding.
+			if i%iqPanelBlock < 356 && got[i] != want[i] {
+				t.Fatalf("%s: byte %d of block %d: %#x, want %#x", typ, i%iqPanelBlock, i/iqPanelBlock, got[i], want[i])
+			}
+		}
+	}
+}
+
+// iqHasPanel says this CPU runs typ's panel tiles.
+func iqHasPanel(typ quant.Type) bool {
+	for _, f := range fast[typ] {
+		if f.mm != nil {
+			return true
+		}
+	}
+	return false
 }
