@@ -311,22 +311,23 @@ func TestX8Dot4Bits(t *testing.T) {
 
 // BenchmarkX8Verify times a repacked product at the vector counts of a
 // verification step (1, 4, 5 and 8 tokens): what a speculative step costs
-// over a one-token step, kernel by kernel.
+// over a one-token step, kernel by kernel; and at 64 (a prefill chunk),
+// what a vector costs where a format has no four-vector kernel (Q8_0).
 func BenchmarkX8Verify(b *testing.B) {
 	rng := rand.New(rand.NewSource(1))
-	for _, typ := range []quant.Type{quant.Q4_K, quant.Q6_K} {
+	for _, typ := range []quant.Type{quant.Q4_K, quant.Q6_K, quant.MXFP4, quant.Q8_0} {
 		if x8Fast[typ] == nil {
 			continue
 		}
 		m := randomMatrix(b, typ, 8192, 4096, rng)
 		p, _ := Repack(m, X8)
 		pool := NewPool(1)
-		x := make([]float32, 8*4096)
+		x := make([]float32, 64*4096)
 		for i := range x {
 			x[i] = float32(rng.NormFloat64())
 		}
-		dst := make([]float32, 8*8192)
-		for _, n := range []int{1, 4, 5, 8} {
+		dst := make([]float32, 64*8192)
+		for _, n := range []int{1, 4, 5, 8, 64} {
 			b.Run(fmt.Sprintf("%v/n=%d", typ, n), func(b *testing.B) {
 				for i := 0; i < b.N; i++ {
 					pool.MatMul(dst, &p, x, n)
