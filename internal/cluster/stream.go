@@ -144,7 +144,7 @@ func (w *Worker) findShard(m *loadMsg) (string, string, bool) {
 			return p, "the shard cache", true
 		}
 		if err != nil {
-			w.log.Warn("worker: not using a shard file of this model", "path", p, "why", err)
+			w.refuseShard(p, err)
 		}
 	}
 	if w.cfg.ModelsDir != "" {
@@ -155,11 +155,26 @@ func (w *Worker) findShard(m *loadMsg) (string, string, bool) {
 				return p, "a shard file under --models-dir", true
 			}
 			if err != nil {
-				w.log.Warn("worker: not using a shard file of this model", "path", p, "why", err)
+				w.refuseShard(p, err)
 			}
 		}
 	}
 	return "", "", false
+}
+
+// refuseShard logs that the shard file at p is not used, and why, once
+// for each path and reason: one load looks for its shard up to three
+// times. Only the session goroutine calls it.
+func (w *Worker) refuseShard(p string, err error) {
+	why := err.Error()
+	if w.refused[p] == why {
+		return
+	}
+	if w.refused == nil || len(w.refused) >= 64 {
+		w.refused = map[string]string{}
+	}
+	w.refused[p] = why
+	w.log.Warn("worker: not using a shard file of this model", "path", p, "why", err)
 }
 
 func (w *Worker) shardDir() string {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -257,5 +259,21 @@ func TestSplitFilesRepacked(t *testing.T) {
 	log := w2.stderr()
 	if !strings.Contains(log, "not using a shard file of this model") || !strings.Contains(log, "x8.v1") || !strings.Contains(log, "Q8_0 in the plain layout") {
 		t.Errorf("worker 2 (BRAID_REPACK=off) did not refuse the x8 file naming both layouts:\n%s", log)
+	}
+}
+
+// TestRefuseShardOnce: a shard file refused for the same reason is said
+// once, however many times a load looks for it; a new reason is said.
+func TestRefuseShardOnce(t *testing.T) {
+	var buf bytes.Buffer
+	w := &Worker{log: slog.New(slog.NewTextHandler(&buf, nil))}
+	stale := errors.New("layout x8.v0, this worker's kernels take x8.v1")
+	for i := 0; i < 3; i++ {
+		w.refuseShard("/cache/a.gguf", stale)
+	}
+	w.refuseShard("/cache/b.gguf", stale)
+	w.refuseShard("/cache/a.gguf", errors.New("another shard"))
+	if n := strings.Count(buf.String(), "not using a shard file"); n != 3 {
+		t.Errorf("%d refusals logged, want 3 (a once, b, a's new reason):\n%s", n, buf.String())
 	}
 }

@@ -112,6 +112,9 @@ type Worker struct {
 	step   stepMsg
 	res    result
 	out    []byte
+	// refused holds the shard files already refused in the log, with
+	// why, so that a load's several lookups say it once.
+	refused map[string]string
 }
 
 // holding is a loaded shard.
