@@ -74,6 +74,7 @@ func writeDoctor(w io.Writer) {
 		if p, ok := packed[c.Type]; ok {
 			line += fmt.Sprintf("; weights repacked at load to %s (%s)", p.Layout, p.Impl)
 		}
+		line += "; prompts: " + c.Prompt
 		fmt.Fprintln(w, line)
 	}
 	m, err := sysinfo.ReadMemory()

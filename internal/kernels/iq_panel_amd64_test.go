@@ -3,6 +3,7 @@ package kernels
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"braid/internal/quant"
@@ -103,4 +104,19 @@ func iqHasPanel(typ quant.Type) bool {
 		}
 	}
 	return false
+}
+
+// TestPromptPathPanels: doctor's prompt path names the panel tiles where
+// this CPU has them, and says for every type how a prompt runs.
+func TestPromptPathPanels(t *testing.T) {
+	for _, c := range Selected() {
+		if c.Prompt == "" {
+			t.Errorf("%s: no prompt path", c.Type)
+		}
+		if _, ok := iqPanelDecoders[c.Type]; ok && iqHasPanel(c.Type) && c.Impl == "avx2" {
+			if !strings.Contains(c.Prompt, "tiles") || !strings.Contains(c.Prompt, "one-vector bits") {
+				t.Errorf("%s (%s): prompt path %q, want its exact panel tiles", c.Type, c.Impl, c.Prompt)
+			}
+		}
+	}
 }

@@ -9,6 +9,7 @@
 package kernels
 
 import (
+	"fmt"
 	"os"
 	"sort"
 	"sync"
@@ -150,6 +151,10 @@ type Choice struct {
 	Type quant.Type // weight type
 	Impl string     // "generic", "avx2", "avx512vnni", "neon-dotprod", ...
 	Act  quant.Type // format the activations are converted to
+	// Prompt says how a product of many vectors (a prompt's chunk) runs
+	// for this type: tiles, the repacked layout's kernel four vectors a
+	// pass, or the row dot once per vector (the slow case shows here).
+	Prompt string
 }
 
 // Selected returns the implementation chosen for every supported weight type,
@@ -159,8 +164,41 @@ func Selected() []Choice {
 	m := impls()
 	out := make([]Choice, 0, len(m))
 	for t, d := range m {
-		out = append(out, Choice{Type: t, Impl: d.name, Act: d.act})
+		out = append(out, Choice{Type: t, Impl: d.name, Act: d.act, Prompt: promptPath(t, d)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Type < out[j].Type })
 	return out
+}
+
+// promptPath is Choice.Prompt: the path matMulWith takes for many vectors
+// (more than an exact-verification bound).
+func promptPath(t quant.Type, d *dotImpl) string {
+	tiles := ""
+	if d.mm != nil || d.mmWide != nil {
+		tiles = fmt.Sprintf("tiles of %dx%d", d.mmRows, d.mmCols)
+		if d.mmCols >= 1024 {
+			tiles = fmt.Sprintf("tiles of %d rows", d.mmRows)
+		}
+		if d.exactTiles {
+			tiles += ", each vector the one-vector bits"
+		}
+	}
+	if LayoutFor(t) == X8 {
+		f := x8For(t, d.name == "generic")
+		switch {
+		case tiles != "":
+			return "x8 rows unpacked for " + tiles
+		case f != nil && (f.dot8x4 != nil || f.dot8x4a != nil):
+			return "x8, four vectors a pass"
+		default:
+			return "x8, one vector a pass"
+		}
+	}
+	switch {
+	case tiles != "":
+		return tiles
+	case d.mmDot != nil:
+		return fmt.Sprintf("the row dot once per vector (in tiles of %d vectors under exact verification)", d.mmDotCols)
+	}
+	return "the row dot once per vector"
 }
