@@ -33,22 +33,14 @@ func init() {
 		pack: packMXFP4X8, unpack: unpackMXFP4X8, dot8: dotMXFP4X8Ref, ref: dotMXFP4Canon}
 }
 
-// mxfp4X8Moves calls mv(at in the group block, at in row r's plain block,
-// length) for every piece of the layout.
-func mxfp4X8Moves(r int, mv func(x8, plain, n int)) {
-	for k := 0; k < 4; k++ {
-		mv(32*k+4*r, 1+4*k, 4)
-	}
-	mv(mxfp4X8E+r, 0, 1)
-}
-
 func packMXFP4X8(dst, src []byte, nb int) {
 	rb := nb * mxfp4Block
 	for b := 0; b < nb; b++ {
 		o := dst[b*mxfp4X8Block : (b+1)*mxfp4X8Block]
 		for r := 0; r < 8; r++ {
 			s := src[r*rb+b*mxfp4Block : r*rb+(b+1)*mxfp4Block]
-			mxfp4X8Moves(r, func(x8, plain, n int) { copy(o[x8:x8+n], s[plain:plain+n]) })
+			scatter4(o, s[1:], r, 4)
+			o[mxfp4X8E+r] = s[0]
 		}
 	}
 }
@@ -59,7 +51,8 @@ func unpackMXFP4X8(dst, src []byte, nb int) {
 		o := src[b*mxfp4X8Block : (b+1)*mxfp4X8Block]
 		for r := 0; r < 8; r++ {
 			s := dst[r*rb+b*mxfp4Block : r*rb+(b+1)*mxfp4Block]
-			mxfp4X8Moves(r, func(x8, plain, n int) { copy(s[plain:plain+n], o[x8:x8+n]) })
+			gather4(s[1:], o, r, 4)
+			s[0] = o[mxfp4X8E+r]
 		}
 	}
 }

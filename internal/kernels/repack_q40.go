@@ -31,10 +31,8 @@ func packQ40X8(dst, src []byte, nb int) {
 		o := dst[b*q40X8Block : (b+1)*q40X8Block]
 		for r := 0; r < 8; r++ {
 			s := src[r*rb+b*q40Block : r*rb+(b+1)*q40Block]
-			binary.LittleEndian.PutUint16(o[2*r:], binary.LittleEndian.Uint16(s[0:]))
-			for k := 0; k < 4; k++ {
-				binary.LittleEndian.PutUint32(o[16+32*k+4*r:], binary.LittleEndian.Uint32(s[2+4*k:]))
-			}
+			o[2*r], o[2*r+1] = s[0], s[1]
+			scatter4(o[16:], s[2:], r, 4)
 		}
 	}
 }
@@ -45,10 +43,8 @@ func unpackQ40X8(dst, src []byte, nb int) {
 		o := src[b*q40X8Block : (b+1)*q40X8Block]
 		for r := 0; r < 8; r++ {
 			s := dst[r*rb+b*q40Block : r*rb+(b+1)*q40Block]
-			binary.LittleEndian.PutUint16(s[0:], binary.LittleEndian.Uint16(o[2*r:]))
-			for k := 0; k < 4; k++ {
-				binary.LittleEndian.PutUint32(s[2+4*k:], binary.LittleEndian.Uint32(o[16+32*k+4*r:]))
-			}
+			s[0], s[1] = o[2*r], o[2*r+1]
+			gather4(s[2:], o[16:], r, 4)
 		}
 	}
 }

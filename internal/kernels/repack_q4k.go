@@ -39,14 +39,10 @@ func packQ4KX8(dst, src []byte, nb int) {
 		o := dst[b*q4kX8Block : (b+1)*q4kX8Block]
 		for r := 0; r < 8; r++ {
 			s := src[r*rb+b*kqQ4KSize : r*rb+(b+1)*kqQ4KSize]
-			binary.LittleEndian.PutUint16(o[2*r:], binary.LittleEndian.Uint16(s[0:]))
-			binary.LittleEndian.PutUint16(o[16+2*r:], binary.LittleEndian.Uint16(s[2:]))
-			for i := 0; i < 3; i++ {
-				binary.LittleEndian.PutUint32(o[q4kX8Scales+32*i+4*r:], binary.LittleEndian.Uint32(s[4+4*i:]))
-			}
-			for c := 0; c < 32; c++ { // c = 8p+k: the plain bytes 16+4c..
-				binary.LittleEndian.PutUint32(o[q4kX8QS+32*c+4*r:], binary.LittleEndian.Uint32(s[16+4*c:]))
-			}
+			o[2*r], o[2*r+1], o[16+2*r], o[17+2*r] = s[0], s[1], s[2], s[3]
+			// The scales and then the codes (c = 8p+k: the plain bytes
+			// 16+4c..) are one run of 35 words.
+			scatter4(o[q4kX8Scales:], s[4:], r, 35)
 		}
 	}
 }
@@ -57,14 +53,8 @@ func unpackQ4KX8(dst, src []byte, nb int) {
 		o := src[b*q4kX8Block : (b+1)*q4kX8Block]
 		for r := 0; r < 8; r++ {
 			s := dst[r*rb+b*kqQ4KSize : r*rb+(b+1)*kqQ4KSize]
-			binary.LittleEndian.PutUint16(s[0:], binary.LittleEndian.Uint16(o[2*r:]))
-			binary.LittleEndian.PutUint16(s[2:], binary.LittleEndian.Uint16(o[16+2*r:]))
-			for i := 0; i < 3; i++ {
-				binary.LittleEndian.PutUint32(s[4+4*i:], binary.LittleEndian.Uint32(o[q4kX8Scales+32*i+4*r:]))
-			}
-			for c := 0; c < 32; c++ {
-				binary.LittleEndian.PutUint32(s[16+4*c:], binary.LittleEndian.Uint32(o[q4kX8QS+32*c+4*r:]))
-			}
+			s[0], s[1], s[2], s[3] = o[2*r], o[2*r+1], o[16+2*r], o[17+2*r]
+			gather4(s[4:], o[q4kX8Scales:], r, 35)
 		}
 	}
 }

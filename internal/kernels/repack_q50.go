@@ -29,14 +29,14 @@ func init() {
 		pack: packQ50X8, unpack: unpackQ50X8, dot8: dotQ50X8Ref, ref: dotQ50Canon}
 }
 
-// q50Spread is the x8 layout's fifth bits of a row from its plain qh.
+// q50Spread is the x8 layout's fifth bits of a row from its plain qh:
+// plain bit 4k+i goes to bit 8i+k, and plain bit 16+4k+i to 8i+4+k (two
+// transposes of 4x4 bits), a nibble of qh at a time through q50Bytes.
 func q50Spread(qh uint32) uint32 {
 	var hb uint32
 	for k := 0; k < 4; k++ {
-		for i := 0; i < 4; i++ {
-			hb |= (qh >> (4*k + i) & 1) << (8*i + k)
-			hb |= (qh >> (16 + 4*k + i) & 1) << (8*i + 4 + k)
-		}
+		hb |= q50Bytes[qh>>(4*k)&15] << k
+		hb |= q50Bytes[qh>>(16+4*k)&15] << (4 + k)
 	}
 	return hb
 }
@@ -44,14 +44,26 @@ func q50Spread(qh uint32) uint32 {
 // q50Gather is q50Spread's inverse.
 func q50Gather(hb uint32) uint32 {
 	var qh uint32
-	for k := 0; k < 4; k++ {
-		for i := 0; i < 4; i++ {
-			qh |= (hb >> (8*i + k) & 1) << (4*k + i)
-			qh |= (hb >> (8*i + 4 + k) & 1) << (16 + 4*k + i)
-		}
+	for i := 0; i < 4; i++ {
+		qh |= q50Nibbles[hb>>(8*i)&15] << i
+		qh |= q50Nibbles[hb>>(8*i+4)&15] << (16 + i)
 	}
 	return qh
 }
+
+// q50Bytes[n] has bit 8i set for each bit i of n, q50Nibbles[n] bit 4k
+// for each bit k of n.
+var q50Bytes, q50Nibbles = func() (b, n [16]uint32) {
+	for v := range 16 {
+		for i := range 4 {
+			if v>>i&1 != 0 {
+				b[v] |= 1 << (8 * i)
+				n[v] |= 1 << (4 * i)
+			}
+		}
+	}
+	return b, n
+}()
 
 func packQ50X8(dst, src []byte, nb int) {
 	rb := nb * q50Block
@@ -59,11 +71,9 @@ func packQ50X8(dst, src []byte, nb int) {
 		o := dst[b*q50X8Block : (b+1)*q50X8Block]
 		for r := 0; r < 8; r++ {
 			s := src[r*rb+b*q50Block : r*rb+(b+1)*q50Block]
-			copy(o[2*r:2*r+2], s[0:2])
+			o[2*r], o[2*r+1] = s[0], s[1]
 			binary.LittleEndian.PutUint32(o[16+4*r:], q50Spread(binary.LittleEndian.Uint32(s[2:])))
-			for k := 0; k < 4; k++ {
-				copy(o[48+32*k+4*r:48+32*k+4*r+4], s[6+4*k:10+4*k])
-			}
+			scatter4(o[48:], s[6:], r, 4)
 		}
 	}
 }
@@ -74,11 +84,9 @@ func unpackQ50X8(dst, src []byte, nb int) {
 		o := src[b*q50X8Block : (b+1)*q50X8Block]
 		for r := 0; r < 8; r++ {
 			s := dst[r*rb+b*q50Block : r*rb+(b+1)*q50Block]
-			copy(s[0:2], o[2*r:2*r+2])
+			s[0], s[1] = o[2*r], o[2*r+1]
 			binary.LittleEndian.PutUint32(s[2:], q50Gather(binary.LittleEndian.Uint32(o[16+4*r:])))
-			for k := 0; k < 4; k++ {
-				copy(s[6+4*k:10+4*k], o[48+32*k+4*r:48+32*k+4*r+4])
-			}
+			gather4(s[6:], o[48:], r, 4)
 		}
 	}
 }

@@ -1,8 +1,6 @@
 package kernels
 
 import (
-	"encoding/binary"
-
 	"braid/internal/quant"
 )
 
@@ -27,30 +25,16 @@ func init() {
 		pack: packQ5KX8, unpack: unpackQ5KX8, dot8: dotQ5KX8Ref, ref: dotQ5KCanon}
 }
 
-// q5kX8Words lists a row's 4-byte moves (x8 offset, plain offset).
-func q5kX8Words(r int, mv func(x8, plain int)) {
-	for i := 0; i < 3; i++ {
-		mv(32+32*i+4*r, 4+4*i)
-	}
-	for k := 0; k < 8; k++ {
-		mv(q5kX8QH+32*k+4*r, 16+4*k)
-	}
-	for c := 0; c < 32; c++ {
-		mv(q5kX8QS+32*c+4*r, 48+4*c)
-	}
-}
-
 func packQ5KX8(dst, src []byte, nb int) {
 	rb := nb * kqQ5KSize
 	for b := 0; b < nb; b++ {
 		o := dst[b*q5kX8Block : (b+1)*q5kX8Block]
 		for r := 0; r < 8; r++ {
 			s := src[r*rb+b*kqQ5KSize : r*rb+(b+1)*kqQ5KSize]
-			binary.LittleEndian.PutUint16(o[2*r:], binary.LittleEndian.Uint16(s[0:]))
-			binary.LittleEndian.PutUint16(o[16+2*r:], binary.LittleEndian.Uint16(s[2:]))
-			q5kX8Words(r, func(x8, plain int) {
-				binary.LittleEndian.PutUint32(o[x8:], binary.LittleEndian.Uint32(s[plain:]))
-			})
+			o[2*r], o[2*r+1], o[16+2*r], o[17+2*r] = s[0], s[1], s[2], s[3]
+			// The scales, the fifth bits and the codes are one run of 43
+			// words in both layouts.
+			scatter4(o[32:], s[4:], r, 43)
 		}
 	}
 }
@@ -61,11 +45,8 @@ func unpackQ5KX8(dst, src []byte, nb int) {
 		o := src[b*q5kX8Block : (b+1)*q5kX8Block]
 		for r := 0; r < 8; r++ {
 			s := dst[r*rb+b*kqQ5KSize : r*rb+(b+1)*kqQ5KSize]
-			binary.LittleEndian.PutUint16(s[0:], binary.LittleEndian.Uint16(o[2*r:]))
-			binary.LittleEndian.PutUint16(s[2:], binary.LittleEndian.Uint16(o[16+2*r:]))
-			q5kX8Words(r, func(x8, plain int) {
-				binary.LittleEndian.PutUint32(s[plain:], binary.LittleEndian.Uint32(o[x8:]))
-			})
+			s[0], s[1], s[2], s[3] = o[2*r], o[2*r+1], o[16+2*r], o[17+2*r]
+			gather4(s[4:], o[32:], r, 43)
 		}
 	}
 }

@@ -27,22 +27,14 @@ func init() {
 		pack: packQ80X8, unpack: unpackQ80X8, dot8: dotQ80X8Ref, ref: dotQ80Canon}
 }
 
-// q80X8Moves calls mv(at in the group block, at in row r's plain block,
-// length) for every piece of the layout.
-func q80X8Moves(r int, mv func(x8, plain, n int)) {
-	for k := 0; k < 8; k++ {
-		mv(32*k+4*r, 2+4*k, 4)
-	}
-	mv(q80X8D+2*r, 0, 2)
-}
-
 func packQ80X8(dst, src []byte, nb int) {
 	rb := nb * q80Block
 	for b := 0; b < nb; b++ {
 		o := dst[b*q80X8Block : (b+1)*q80X8Block]
 		for r := 0; r < 8; r++ {
 			s := src[r*rb+b*q80Block : r*rb+(b+1)*q80Block]
-			q80X8Moves(r, func(x8, plain, n int) { copy(o[x8:x8+n], s[plain:plain+n]) })
+			scatter4(o, s[2:], r, 8)
+			o[q80X8D+2*r], o[q80X8D+2*r+1] = s[0], s[1]
 		}
 	}
 }
@@ -53,7 +45,8 @@ func unpackQ80X8(dst, src []byte, nb int) {
 		o := src[b*q80X8Block : (b+1)*q80X8Block]
 		for r := 0; r < 8; r++ {
 			s := dst[r*rb+b*q80Block : r*rb+(b+1)*q80Block]
-			q80X8Moves(r, func(x8, plain, n int) { copy(s[plain:plain+n], o[x8:x8+n]) })
+			gather4(s[2:], o, r, 8)
+			s[0], s[1] = o[q80X8D+2*r], o[q80X8D+2*r+1]
 		}
 	}
 }

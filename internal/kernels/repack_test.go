@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"math/rand"
@@ -335,5 +336,71 @@ func BenchmarkX8Verify(b *testing.B) {
 			})
 		}
 		pool.Close()
+	}
+}
+
+// BenchmarkX8Unpack times unpacking a repacked matrix's rows to the plain
+// layout, as a product whose CPU has tiles for the type does chunk by
+// chunk: what a prompt on x8 weights pays for the tiles.
+func BenchmarkX8Unpack(b *testing.B) {
+	rng := rand.New(rand.NewSource(7))
+	for _, typ := range []quant.Type{quant.Q4_0, quant.Q5_0, quant.Q8_0, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.MXFP4} {
+		f := x8Generic[typ]
+		if f == nil {
+			continue
+		}
+		b.Run(typ.String(), func(b *testing.B) {
+			m := randomMatrix(b, typ, 512, 4096, rng)
+			rb := m.rowBytes()
+			// Packed with the format's own pack, whether or not this
+			// CPU repacks the type at load.
+			packed := make([]byte, len(m.Data))
+			for g := 0; g < m.Rows; g += 8 {
+				f.pack(packed[g*rb:(g+8)*rb], m.Data[g*rb:(g+8)*rb], rb/f.block)
+			}
+			buf := make([]byte, 64*rb)
+			b.SetBytes(int64(len(m.Data)))
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				for r := 0; r < m.Rows; r += 64 {
+					f.unpackRows(buf, packed, m.Rows, rb, r, r+64)
+				}
+			}
+			if !bytes.Equal(buf, m.Data[len(m.Data)-64*rb:]) {
+				b.Fatal("the last rows unpack to other bytes than the plain matrix's")
+			}
+		})
+	}
+}
+
+// TestQ50Spread checks the table forms of the Q5_0 fifth-bit moves against
+// the layout's definition, bit by bit, on every single bit and random
+// words.
+func TestQ50Spread(t *testing.T) {
+	spec := func(qh uint32) (hb uint32) {
+		for k := 0; k < 4; k++ {
+			for i := 0; i < 4; i++ {
+				hb |= (qh >> (4*k + i) & 1) << (8*i + k)
+				hb |= (qh >> (16 + 4*k + i) & 1) << (8*i + 4 + k)
+			}
+		}
+		return hb
+	}
+	rng := rand.New(rand.NewSource(8))
+	words := []uint32{0, ^uint32(0)}
+	for b := 0; b < 32; b++ {
+		words = append(words, 1<<b)
+	}
+	for range 1000 {
+		words = append(words, rng.Uint32())
+	}
+	for _, qh := range words {
+		hb := q50Spread(qh)
+		if want := spec(qh); hb != want {
+			t.Fatalf("q50Spread(%#08x) = %#08x, want %#08x", qh, hb, want)
+		}
+		if back := q50Gather(hb); back != qh {
+			t.Fatalf("q50Gather(q50Spread(%#08x)) = %#08x", qh, back)
+		}
 	}
 }
