@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -273,7 +274,22 @@ func checkSplit(t *testing.T, f *gguf.Model, name string, c *Config, sc splitCas
 			t.Fatalf("%s: step %d: merged top candidates chose %d, argmax of the full row %d", sc, step, tok, am)
 		}
 		if tok != ref.tokens[step] {
-			t.Fatalf("%s: greedy step %d chose %d, world 1 chose %d", sc, step, tok, ref.tokens[step])
+			// The split's logits are within tol of the spread of world
+			// 1's, so it may pick another token only where world 1's own
+			// two are within twice that: a near tie of random weights,
+			// after which the two runs continue from different tokens
+			// and there is nothing more to compare.
+			want := ref.prompt[(prompt-1)*V:]
+			if step > 0 {
+				want = ref.steps[step-1]
+			}
+			lo, hi := slices.Min(want), slices.Max(want)
+			margin := float64(want[ref.tokens[step]]-want[tok]) / float64(hi-lo)
+			if margin > 2*tol {
+				t.Fatalf("%s: greedy step %d chose %d, world 1 chose %d by %.3g of the spread (more than twice the tolerance %.0e)", sc, step, tok, ref.tokens[step], margin, tol)
+			}
+			t.Logf("%s: greedy step %d chose %d, world 1 chose %d by %.3g of the spread (a tie within the tolerance %.0e); the runs part there", sc, step, tok, ref.tokens[step], margin, tol)
+			break
 		}
 		outRow = 0
 		b.Reset()
