@@ -10,6 +10,7 @@ package kernels
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"sort"
 	"sync"
@@ -185,14 +186,17 @@ func promptPath(t quant.Type, d *dotImpl) string {
 	}
 	if LayoutFor(t) == X8 {
 		f := x8For(t, d.name == "generic")
-		switch {
-		case tiles != "":
-			return "x8 rows unpacked for " + tiles
-		case f != nil && (f.dot8x4 != nil || f.dot8x4a != nil):
-			return "x8, four vectors a pass"
-		default:
-			return "x8, one vector a pass"
+		x8 := "x8, one vector a pass"
+		if f != nil && (f.dot8x4 != nil || f.dot8x4a != nil) {
+			x8 = "x8, four vectors a pass"
 		}
+		switch {
+		case tiles == "" || f == nil || f.tilesFrom == math.MaxInt:
+			return x8
+		case f.tilesFrom > 2:
+			return fmt.Sprintf("%s below %d vectors, then x8 rows unpacked for %s", x8, f.tilesFrom, tiles)
+		}
+		return "x8 rows unpacked for " + tiles
 	}
 	switch {
 	case tiles != "":

@@ -3,6 +3,7 @@ package kernels
 import (
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"sync"
 
@@ -96,9 +97,14 @@ func Prepacked(m Matrix, l Layout) (Matrix, error) {
 // splits cut anywhere with one rounding, and what lets the rows after the
 // last group use ref itself.
 type x8Format struct {
-	name  string // kernel name for Selected and doctor, "avx2"
-	act   quant.Type
-	block int // bytes of one plain block (256 values for the K-quants, 32 for Q4_0, Q8_0 and MXFP4)
+	name string // kernel name for Selected and doctor, "avx2"
+	act  quant.Type
+	// tilesFrom: a product of fewer vectors than this stays on the x8
+	// kernels even where the CPU has tiles for the type (which take rows
+	// unpacked chunk by chunk); 0 puts every product of more vectors than
+	// SetExactColumns's bound on the tiles. math.MaxInt: x8 at every count.
+	tilesFrom int
+	block     int // bytes of one plain block (256 values for the K-quants, 32 for Q4_0, Q8_0 and MXFP4)
 	// pack and unpack convert one group of nb blocks of eight rows:
 	// src plain rows (8*nb*block bytes, row after row) to dst, and back.
 	pack, unpack func(dst, src []byte, nb int)
@@ -294,6 +300,23 @@ func (f *x8Format) rows(data []byte, rows, ldw, cols int, x []byte, ldx, n int, 
 			f.auxOf(nb, x[v*ldx:], aux[v*ab:(v+1)*ab])
 		}
 	}
+	// Three vectors left after the passes of four (a MoE expert's few
+	// tokens, often) run as one more four-vector pass, the last repeated,
+	// into scratch: it costs 1.3-2 one-vector passes, not three, and
+	// gives each vector the same bits.
+	var pad *x8Pad
+	if n%4 == 3 && (f.dot8x4 != nil || f.dot8x4a != nil) && r1-r0 >= 8 {
+		pad = x8Pads.Get().(*x8Pad)
+		defer x8Pads.Put(pad)
+		pad.x = append(append(pad.x[:0], x[(n-3)*ldx:n*ldx]...), x[(n-1)*ldx:n*ldx]...)
+		if f.dot8x4a != nil {
+			ab = nb * f.auxBytes
+			pad.aux = slices.Grow(pad.aux[:0], 4*ab)[:4*ab]
+			for c := 0; c < 4; c++ {
+				f.auxOf(nb, pad.x[c*ldx:], pad.aux[c*ab:(c+1)*ab])
+			}
+		}
+	}
 	g := r0
 	for ; g+8 <= r1 && g+8 <= full; g += 8 {
 		w := data[g*ldw : (g+8)*ldw]
@@ -308,6 +331,17 @@ func (f *x8Format) rows(data []byte, rows, ldw, cols int, x []byte, ldx, n int, 
 				f.dot8x4(nb, w, x[v*ldx:(v+4)*ldx], ldx, dst[v*ldd+g:], ldd)
 			}
 		}
+		if pad != nil && v == n-3 {
+			if f.dot8x4a != nil {
+				f.dot8x4a(nb, w, pad.x, ldx, pad.aux, pad.dst[:], 8)
+			} else {
+				f.dot8x4(nb, w, pad.x, ldx, pad.dst[:], 8)
+			}
+			for c := 0; c < 3; c++ {
+				copy(dst[(v+c)*ldd+g:(v+c)*ldd+g+8], pad.dst[8*c:8*c+8])
+			}
+			v = n
+		}
 		for ; v < n; v++ {
 			f.dot8(nb, w, x[v*ldx:(v+1)*ldx], (*[8]float32)(dst[v*ldd+g:]))
 		}
@@ -319,6 +353,15 @@ func (f *x8Format) rows(data []byte, rows, ldw, cols int, x []byte, ldx, n int, 
 		}
 	}
 }
+
+// x8Pad is the scratch of a padded four-vector pass: the three vectors
+// and the last again, their aux, and the four vectors' eight rows.
+type x8Pad struct {
+	x, aux []byte
+	dst    [32]float32
+}
+
+var x8Pads = sync.Pool{New: func() any { return new(x8Pad) }}
 
 // auxScratch holds the dot8x4a vectors' aux of a product, one per
 // thread at a time.

@@ -1,22 +1,13 @@
 package kernels
 
-import (
-	"golang.org/x/sys/cpu"
-
-	"braid/internal/quant"
-)
+import "braid/internal/quant"
 
 //go:noescape
 func q40X8DotAVX2(nb int, w, x *byte, dst *[8]float32)
 
 func init() {
-	// As for Q4_K (repack_q4k_amd64.go): AVX2 CPUs without AVX-512 VNNI,
-	// whose Q4_0 kernels were not measured against the layout.
-	avx2 := cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
-	avx512 := cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL &&
-		cpu.X86.HasAVX512VNNI && cpu.X86.HasFMA && cpu.X86.HasF16C
-	if avx2 && !avx512 {
-		x8Fast[quant.Q4_0] = &x8Format{name: "avx2", act: quant.Q8_0, block: q40Block,
+	if on, tiles := x8Policy(quant.Q4_0); on {
+		x8Fast[quant.Q4_0] = &x8Format{name: "avx2", act: quant.Q8_0, block: q40Block, tilesFrom: tiles,
 			pack: packQ40X8, unpack: unpackQ40X8, dot8: dotQ40X8AVX2, dot8x4a: dotQ40X8x4AVX2,
 			auxOf: q40Aux, auxBytes: 8, ref: dotQ40Canon}
 	}

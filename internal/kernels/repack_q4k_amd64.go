@@ -1,28 +1,13 @@
 package kernels
 
-import (
-	"golang.org/x/sys/cpu"
-
-	"braid/internal/quant"
-)
+import "braid/internal/quant"
 
 //go:noescape
 func q4kX8DotAVX2(nb int, w, x *byte, dst *[8]float32)
 
-// x8AVX2 says whether the AVX2 x8 kernels serve this CPU: only where the
-// row dot would be the AVX2 one, since the AVX-512 VNNI row dot has not
-// been measured against the x8 layout (no such machine here), so those
-// CPUs keep the plain layout rather than a guess.
-func x8AVX2() bool {
-	avx2 := cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
-	avx512 := cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL &&
-		cpu.X86.HasAVX512VNNI && cpu.X86.HasFMA && cpu.X86.HasF16C
-	return avx2 && !avx512
-}
-
 func init() {
-	if x8AVX2() {
-		x8Fast[quant.Q4_K] = &x8Format{name: "avx2", act: quant.Q8_K, block: kqQ4KSize,
+	if on, tiles := x8Policy(quant.Q4_K); on {
+		x8Fast[quant.Q4_K] = &x8Format{name: "avx2", act: quant.Q8_K, block: kqQ4KSize, tilesFrom: tiles,
 			pack: packQ4KX8, unpack: unpackQ4KX8, dot8: dotQ4KX8AVX2, dot8x4: dotQ4KX8x4AVX2, ref: dotQ4KCanon}
 	}
 }

@@ -9,9 +9,8 @@ func q50X8DotAVX2(nb int, w, x *byte, dst *[8]float32)
 func q50X8Dot4AVX2(nb int, w, x *byte, ldx int, aux *byte, dst *float32, ldd int)
 
 func init() {
-	// Where the Q4_0 x8 kernels run (repack_q40_amd64.go).
-	if x8AVX2() {
-		x8Fast[quant.Q5_0] = &x8Format{name: "avx2", act: quant.Q8_0, block: q50Block,
+	if on, tiles := x8Policy(quant.Q5_0); on {
+		x8Fast[quant.Q5_0] = &x8Format{name: "avx2", act: quant.Q8_0, block: q50Block, tilesFrom: tiles,
 			pack: packQ50X8, unpack: unpackQ50X8, dot8: dotQ50X8AVX2, dot8x4a: dotQ50X8x4AVX2,
 			auxOf: q50Aux, auxBytes: 8, ref: dotQ50Canon}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"strings"
 	"testing"
 
 	"braid/internal/quant"
@@ -145,9 +146,9 @@ func TestLayoutString(t *testing.T) {
 // TestMatMulRepacked: a repacked matrix's product, at every vector count
 // up to the exact bound, gives each vector the canonical row dot's bits,
 // over 1 to 3 threads and row counts with a partial group; past the bound,
-// where the CPU has tiles for the type (on rows unpacked chunk by chunk),
-// it gives the plain matrix's tile results bit for bit, and where it has
-// none the x8 kernel's.
+// where the CPU has tiles for the type (on rows unpacked chunk by chunk)
+// and the format takes them at that count (tilesFrom), it gives the plain
+// matrix's tile results bit for bit, and elsewhere the x8 kernel's.
 func TestMatMulRepacked(t *testing.T) {
 	rng := rand.New(rand.NewSource(4))
 	for typ, g := range x8Generic {
@@ -161,7 +162,7 @@ func TestMatMulRepacked(t *testing.T) {
 			for _, threads := range []int{1, 2, 3} {
 				pool := NewPool(threads)
 				pool.SetExactColumns(8)
-				for _, n := range []int{1, 2, 5, 8, 9, 33} {
+				for _, n := range []int{1, 2, 3, 5, 7, 8, 9, 11, 33} {
 					x := make([]float32, n*m.Cols)
 					for i := range x {
 						x[i] = float32(rng.NormFloat64())
@@ -169,7 +170,7 @@ func TestMatMulRepacked(t *testing.T) {
 					got := make([]float32, n*rows)
 					pool.MatMul(got, &p, x, n)
 					want := make([]float32, n*rows)
-					if impl := implFor(typ); n <= 8 || (impl.mm == nil && impl.mmWide == nil) {
+					if impl := implFor(typ); n <= 8 || n < x8Fast[typ].tilesFrom || (impl.mm == nil && impl.mmWide == nil) {
 						conv, ldx := implFor(typ).vecConv(m.Cols)
 						q := make([]byte, ldx)
 						for v := 0; v < n; v++ {
@@ -310,13 +311,13 @@ func TestX8Dot4Bits(t *testing.T) {
 	}
 }
 
-// BenchmarkX8Verify times a repacked product at the vector counts of a
+// BenchmarkX8Verify times a product, plain layout against x8, at the vector counts of a
 // verification step (1, 4, 5 and 8 tokens): what a speculative step costs
 // over a one-token step, kernel by kernel; and at 64 (a prefill chunk),
 // what a vector costs where a format has no four-vector kernel (Q8_0).
 func BenchmarkX8Verify(b *testing.B) {
 	rng := rand.New(rand.NewSource(1))
-	for _, typ := range []quant.Type{quant.Q4_K, quant.Q6_K, quant.MXFP4, quant.Q8_0} {
+	for _, typ := range []quant.Type{quant.Q4_0, quant.Q5_0, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.MXFP4, quant.Q8_0} {
 		if x8Fast[typ] == nil {
 			continue
 		}
@@ -328,12 +329,17 @@ func BenchmarkX8Verify(b *testing.B) {
 			x[i] = float32(rng.NormFloat64())
 		}
 		dst := make([]float32, 64*8192)
-		for _, n := range []int{1, 4, 5, 8, 64} {
-			b.Run(fmt.Sprintf("%v/n=%d", typ, n), func(b *testing.B) {
-				for i := 0; i < b.N; i++ {
-					pool.MatMul(dst, &p, x, n)
-				}
-			})
+		for _, n := range []int{1, 3, 4, 5, 7, 8, 64} {
+			for _, l := range []struct {
+				name string
+				m    *Matrix
+			}{{"plain", &m}, {"x8", &p}} {
+				b.Run(fmt.Sprintf("%v/n=%d/%s", typ, n, l.name), func(b *testing.B) {
+					for i := 0; i < b.N; i++ {
+						pool.MatMul(dst, l.m, x, n)
+					}
+				})
+			}
 		}
 		pool.Close()
 	}
@@ -401,6 +407,23 @@ func TestQ50Spread(t *testing.T) {
 		}
 		if back := q50Gather(hb); back != qh {
 			t.Fatalf("q50Gather(q50Spread(%#08x)) = %#08x", qh, back)
+		}
+	}
+}
+
+// TestPromptPathX8 checks what doctor says of the repacked types' prompts
+// against the rule the product follows (matMulWith): tiles on unpacked
+// rows only where the CPU has tiles for the type and the format takes
+// them at some count.
+func TestPromptPathX8(t *testing.T) {
+	for _, c := range Selected() {
+		if LayoutFor(c.Type) != X8 {
+			continue
+		}
+		f, impl := x8Fast[c.Type], implFor(c.Type)
+		tiles := (impl.mm != nil || impl.mmWide != nil) && f.tilesFrom != math.MaxInt
+		if !strings.Contains(c.Prompt, "x8") || strings.Contains(c.Prompt, "unpacked for tiles") != tiles {
+			t.Errorf("%s: prompt path %q; the product takes tiles on unpacked rows: %v (tilesFrom %d)", c.Type, c.Prompt, tiles, f.tilesFrom)
 		}
 	}
 }
