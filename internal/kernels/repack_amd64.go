@@ -43,3 +43,29 @@ func x8Policy(t quant.Type) (on bool, tilesFrom int) {
 	}
 	return false, 0
 }
+
+// x8VNNI says whether the four-vector x8 kernels may use AVX-512 VNNI on
+// 256-bit registers (VPDPBUSD with AVX512VL) in place of AVX2's
+// multiply-adds: the same integer sums in fewer instructions.
+func x8VNNI() bool {
+	x := &cpu.X86
+	return !forcedGeneric && x.HasAVX512F && x.HasAVX512VL && x.HasAVX512VNNI
+}
+
+// x4aReady checks the operands of a dot8x4a kernel of a format whose
+// group block is wb bytes (the four vectors' q80 blocks ldx bytes apart,
+// their aux, dst rows ldd apart), panicking with the format's name when
+// one is short, and says whether there is anything to compute: with no
+// blocks it clears the four results.
+func x4aReady(name string, wb, nb int, w, x []byte, ldx int, aux []byte, dst []float32, ldd int) bool {
+	if len(w) < nb*wb || len(x) < 3*ldx+nb*q80Block || len(dst) < 3*ldd+8 || ldx < nb*q80Block || len(aux) < 4*8*nb {
+		panic("kernels: " + name + " x8 four-vector dot operand shorter than its blocks")
+	}
+	if nb == 0 {
+		for c := 0; c < 4; c++ {
+			clear(dst[c*ldd : c*ldd+8])
+		}
+		return false
+	}
+	return true
+}

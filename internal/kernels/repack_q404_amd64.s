@@ -63,3 +63,51 @@ q404loop:
 q404done:
 	AUX4STORE
 	RET
+
+// The same kernel with AVX-512 VNNI on 256-bit registers (EVEX VPDPBUSD,
+// AVX512VL): one instruction multiplies a chunk's four code bytes by the
+// vector's four activation bytes and adds them to the int32 sums, where
+// the AVX2 kernel takes a VPMADDUBSW, a VPADDW and, once a block, a
+// VPMADDWD. The products and their sums are the same integers (the AVX2
+// int16 sums never saturate: 16 products of at most 15*128 a lane), so
+// each vector gets the AVX2 kernel's bits.
+#define Q404VCOL(xr, s, xa, xb) \
+	VPBROADCASTD xa(xr), Y2 \
+	VPDPBUSD     Y2, Y0, s \
+	VPBROADCASTD xb(xr), Y3 \
+	VPDPBUSD     Y3, Y1, s
+
+#define Q404VCHUNK(wo, xa, xb) \
+	VMOVDQU wo(SI), Y0 \
+	VPSRLW  $4, Y0, Y1 \
+	VPAND   Y15, Y0, Y0 \
+	VPAND   Y15, Y1, Y1 \
+	Q404VCOL(R9, Y8, xa, xb) \
+	Q404VCOL(R10, Y9, xa, xb) \
+	Q404VCOL(R11, Y10, xa, xb) \
+	Q404VCOL(R12, Y11, xa, xb)
+
+// func q40X8Dot4VNNI(nb int, w, x *byte, ldx int, aux *byte, dst *float32, ldd int)
+TEXT ·q40X8Dot4VNNI(SB), NOSPLIT, $0-56
+	AUX4ENTER
+	VPBROADCASTQ q404m0f<>(SB), Y15
+	TESTQ CX, CX
+	JZ    q404vdone
+
+q404vloop:
+	PREFETCHT0 PFD(SI)
+	PREFETCHT0 (PFD+64)(SI)
+	PREFETCHT0 (PFD+128)(SI)
+	Q404VCHUNK(16, 2, 18)
+	Q404VCHUNK(48, 6, 22)
+	Q404VCHUNK(80, 10, 26)
+	Q404VCHUNK(112, 14, 30)
+	VCVTPH2PS 0(SI), Y14
+	AUX4ENDS(Y14)
+	AUX4NEXT(144)
+	DECQ CX
+	JNZ  q404vloop
+
+q404vdone:
+	AUX4STORE
+	RET

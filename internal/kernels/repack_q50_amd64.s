@@ -165,3 +165,50 @@ q504loop:
 q504done:
 	AUX4STORE
 	RET
+
+// The four-vector kernel with AVX-512 VNNI on 256-bit registers, as
+// q40X8Dot4VNNI is Q4_0's: each chunk's products go into the block sums
+// by one VPDPBUSD, the same integers as the AVX2 kernel's int16 sums
+// (four pair sums of at most 2*31*128 a lane: no saturation) widened.
+#define Q504VCOL(xr, i, xa1, xb1, xa2, xb2) \
+	VPBROADCASTD xa1(xr), Y3 \
+	VPDPBUSD     Y3, Y0, i \
+	VPBROADCASTD xb1(xr), Y3 \
+	VPDPBUSD     Y3, Y1, i \
+	VPBROADCASTD xa2(xr), Y3 \
+	VPDPBUSD     Y3, Y12, i \
+	VPBROADCASTD xb2(xr), Y3 \
+	VPDPBUSD     Y3, Y13, i
+
+// func q50X8Dot4VNNI(nb int, w, x *byte, ldx int, aux *byte, dst *float32, ldd int)
+TEXT ·q50X8Dot4VNNI(SB), NOSPLIT, $0-56
+	AUX4ENTER
+	VPBROADCASTQ q50m0f<>(SB), Y15
+	TESTQ CX, CX
+	JZ    q504vdone
+
+q504vloop:
+	PREFETCHT0 PFD(SI)
+	PREFETCHT0 (PFD+64)(SI)
+	PREFETCHT0 (PFD+128)(SI)
+	Q50CODES(48, 4, 0, Y0, Y1)
+	Q50CODES(80, 3, 1, Y12, Y13)
+	Q504VCOL(R9, Y8, 2, 18, 6, 22)
+	Q504VCOL(R10, Y9, 2, 18, 6, 22)
+	Q504VCOL(R11, Y10, 2, 18, 6, 22)
+	Q504VCOL(R12, Y11, 2, 18, 6, 22)
+	Q50CODES(112, 2, 2, Y0, Y1)
+	Q50CODES(144, 1, 3, Y12, Y13)
+	Q504VCOL(R9, Y8, 10, 26, 14, 30)
+	Q504VCOL(R10, Y9, 10, 26, 14, 30)
+	Q504VCOL(R11, Y10, 10, 26, 14, 30)
+	Q504VCOL(R12, Y11, 10, 26, 14, 30)
+	VCVTPH2PS 0(SI), Y12
+	AUX4ENDS(Y12)
+	AUX4NEXT(176)
+	DECQ CX
+	JNZ  q504vloop
+
+q504vdone:
+	AUX4STORE
+	RET
