@@ -23,15 +23,27 @@ GLOBL q404one16<>(SB), RODATA|NOPTR, $8
 	VPMADDUBSW   Y3, Y1, Y3 \
 	VPADDW       Y3, s, s
 
-#define Q404CHUNK(wo, xa, xb) \
+// Q404CHUNK unpacks a chunk's codes and meets them with the four vectors
+// through COL (Q404COL here, Q404VCOL in the VNNI kernel); Q404CHUNKS
+// is a block's four chunks.
+#define Q404CHUNK(COL, wo, xa, xb) \
 	VMOVDQU wo(SI), Y0 \
 	VPSRLW  $4, Y0, Y1 \
 	VPAND   Y15, Y0, Y0 \
 	VPAND   Y15, Y1, Y1 \
-	Q404COL(R9, Y8, xa, xb) \
-	Q404COL(R10, Y9, xa, xb) \
-	Q404COL(R11, Y10, xa, xb) \
-	Q404COL(R12, Y11, xa, xb)
+	COL(R9, Y8, xa, xb) \
+	COL(R10, Y9, xa, xb) \
+	COL(R11, Y10, xa, xb) \
+	COL(R12, Y11, xa, xb)
+
+#define Q404CHUNKS(COL) \
+	PREFETCHT0 PFD(SI) \
+	PREFETCHT0 (PFD+64)(SI) \
+	PREFETCHT0 (PFD+128)(SI) \
+	Q404CHUNK(COL, 16, 2, 18) \
+	Q404CHUNK(COL, 48, 6, 22) \
+	Q404CHUNK(COL, 80, 10, 26) \
+	Q404CHUNK(COL, 112, 14, 30)
 
 // func q40X8Dot4AVX2(nb int, w, x *byte, ldx int, aux *byte, dst *float32, ldd int)
 TEXT ·q40X8Dot4AVX2(SB), NOSPLIT, $0-56
@@ -42,13 +54,7 @@ TEXT ·q40X8Dot4AVX2(SB), NOSPLIT, $0-56
 	JZ    q404done
 
 q404loop:
-	PREFETCHT0 PFD(SI)
-	PREFETCHT0 (PFD+64)(SI)
-	PREFETCHT0 (PFD+128)(SI)
-	Q404CHUNK(16, 2, 18)
-	Q404CHUNK(48, 6, 22)
-	Q404CHUNK(80, 10, 26)
-	Q404CHUNK(112, 14, 30)
+	Q404CHUNKS(Q404COL)
 	VCVTPH2PS 0(SI), Y14
 	// The int16 sums in int32, then each vector's block end.
 	VPMADDWD  Y12, Y8, Y8
@@ -77,16 +83,6 @@ q404done:
 	VPBROADCASTD xb(xr), Y3 \
 	VPDPBUSD     Y3, Y1, s
 
-#define Q404VCHUNK(wo, xa, xb) \
-	VMOVDQU wo(SI), Y0 \
-	VPSRLW  $4, Y0, Y1 \
-	VPAND   Y15, Y0, Y0 \
-	VPAND   Y15, Y1, Y1 \
-	Q404VCOL(R9, Y8, xa, xb) \
-	Q404VCOL(R10, Y9, xa, xb) \
-	Q404VCOL(R11, Y10, xa, xb) \
-	Q404VCOL(R12, Y11, xa, xb)
-
 // func q40X8Dot4VNNI(nb int, w, x *byte, ldx int, aux *byte, dst *float32, ldd int)
 TEXT ·q40X8Dot4VNNI(SB), NOSPLIT, $0-56
 	AUX4ENTER
@@ -95,13 +91,7 @@ TEXT ·q40X8Dot4VNNI(SB), NOSPLIT, $0-56
 	JZ    q404vdone
 
 q404vloop:
-	PREFETCHT0 PFD(SI)
-	PREFETCHT0 (PFD+64)(SI)
-	PREFETCHT0 (PFD+128)(SI)
-	Q404VCHUNK(16, 2, 18)
-	Q404VCHUNK(48, 6, 22)
-	Q404VCHUNK(80, 10, 26)
-	Q404VCHUNK(112, 14, 30)
+	Q404CHUNKS(Q404VCOL)
 	VCVTPH2PS 0(SI), Y14
 	AUX4ENDS(Y14)
 	AUX4NEXT(144)
