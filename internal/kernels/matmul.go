@@ -139,7 +139,7 @@ func (p *Pool) matMulWith(impl *dotImpl, dst []float32, w *Matrix, x []float32, 
 		// Where this CPU has no tiles for the type (the K-quants with
 		// AVX2), the x8 kernel beats the row dot once per vector at any
 		// count.
-		tiles = n > 1 && n > p.exactCols && n >= j.x8.tilesFrom && (impl.mm != nil || impl.mmWide != nil)
+		tiles = n > 1 && n > p.exactCols && !j.x8.noTiles && (impl.mm != nil || impl.mmWide != nil)
 		j.x8dot = !tiles
 	}
 	switch {

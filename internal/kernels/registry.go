@@ -10,7 +10,6 @@ package kernels
 
 import (
 	"fmt"
-	"math"
 	"os"
 	"sort"
 	"sync"
@@ -190,11 +189,8 @@ func promptPath(t quant.Type, d *dotImpl) string {
 		if f != nil && (f.dot8x4 != nil || f.dot8x4a != nil) {
 			x8 = "x8, four vectors a pass"
 		}
-		switch {
-		case tiles == "" || f == nil || f.tilesFrom == math.MaxInt:
+		if tiles == "" || f == nil || f.noTiles {
 			return x8
-		case f.tilesFrom > 2:
-			return fmt.Sprintf("%s below %d vectors, then x8 rows unpacked for %s", x8, f.tilesFrom, tiles)
 		}
 		return "x8 rows unpacked for " + tiles
 	}

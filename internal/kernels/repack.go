@@ -99,12 +99,12 @@ func Prepacked(m Matrix, l Layout) (Matrix, error) {
 type x8Format struct {
 	name string // kernel name for Selected and doctor, "avx2"
 	act  quant.Type
-	// tilesFrom: a product of fewer vectors than this stays on the x8
-	// kernels even where the CPU has tiles for the type (which take rows
-	// unpacked chunk by chunk); 0 puts every product of more vectors than
-	// SetExactColumns's bound on the tiles. math.MaxInt: x8 at every count.
-	tilesFrom int
-	block     int // bytes of one plain block (256 values for the K-quants, 32 for Q4_0, Q8_0 and MXFP4)
+	// noTiles keeps every product on the x8 kernels, even where the CPU
+	// has tiles for the type; otherwise a product of more vectors than
+	// SetExactColumns's bound takes the tiles, on rows unpacked chunk by
+	// chunk.
+	noTiles bool
+	block   int // bytes of one plain block (256 values for the K-quants, 32 for Q4_0, Q8_0 and MXFP4)
 	// pack and unpack convert one group of nb blocks of eight rows:
 	// src plain rows (8*nb*block bytes, row after row) to dst, and back.
 	pack, unpack func(dst, src []byte, nb int)

@@ -1,47 +1,44 @@
 package kernels
 
 import (
-	"math"
-
 	"golang.org/x/sys/cpu"
 
 	"braid/internal/quant"
 )
 
 // x8Policy says whether the AVX2 x8 kernels serve weight type t on this
-// CPU, and from how many vectors a product of a repacked matrix leaves
-// them for the CPU's plain tiles on rows unpacked chunk by chunk
-// (x8Format.tilesFrom).
+// CPU, and whether a product of a repacked matrix stays on them at every
+// vector count (x8Format.noTiles) rather than taking the CPU's plain
+// tiles on rows unpacked chunk by chunk.
 //
 // On AVX2 CPUs without AVX-512 VNNI every format with an x8 kernel is
 // repacked, and products take the tiles wherever the type has them (the
 // row dot is the AVX2 one: the layout was measured against it on Zen 3).
 //
-// On AVX-512 VNNI CPUs the row dot and the tiles are the AVX-512 ones, and
-// the AVX2 x8 kernels were measured against them on Zen 4 (one thread,
-// BenchmarkX8Decode/Cold and BenchmarkX8Verify, 8192x4096): one vector
-// by 128 MiB, x8 against plain, Q4_0 2.0-2.5x, Q5_0 1.65x, Q4_K 1.26x,
-// Q5_K 1.08x, MXFP4 1.05x, Q6_K 0.95-1.0x, Q8_0 0.9x; and for 4, 8 and
-// 64 vectors the Q4_0 and Q5_0 four-vector kernels beat the 4x4 VNNI
-// tiles (25-40 ms against 42-45 ms at 64), Q4_K's is level at 4 and
-// 20 % behind the 1x8 tiles at 64, still ahead of tiles on unpacked rows
-// (the unpack costs 9 ms of the 8192x4096 matrix's 32). So those three
-// are repacked and keep the x8 kernels at every count; Q5_K and MXFP4,
-// whose prompt kernels on x8 are 1.7-2.6x slower than the tiles, and Q6_K
-// and Q8_0, which gain nothing, stay plain.
-func x8Policy(t quant.Type) (on bool, tilesFrom int) {
+// On AVX-512 VNNI CPUs the row dot and the tiles are the AVX-512 ones;
+// measured against them on Zen 4 (one thread, docs/PERFORMANCE.md, "The
+// x8 layout on AVX-512 VNNI"): one vector by 128 MiB, x8 against plain,
+// Q4_0 1.54x, Q5_0 1.43x, Q4_K 1.32x, Q5_K 1.27x, MXFP4 1.02x, Q8_0
+// 1.03x, Q6_K 0.89x. At 4 to 64 vectors the Q4_0 and Q5_0 four-vector
+// kernels beat the 4x4 VNNI tiles and Q4_K's is level with its tiles,
+// which on unpacked rows were slower still. So those three are repacked
+// and keep the x8 kernels at every count. Q5_K stays plain: with no
+// four-vector kernel its prompts take the tiles on unpacked rows, 3x
+// slower at 4 vectors (the whole matrix unpacked each product); MXFP4,
+// Q8_0 and Q6_K gain nothing.
+func x8Policy(t quant.Type) (on, noTiles bool) {
 	x := &cpu.X86
 	if !(x.HasAVX2 && x.HasFMA && x.HasF16C) {
-		return false, 0
+		return false, false
 	}
 	if !(x.HasAVX512F && x.HasAVX512BW && x.HasAVX512VL && x.HasAVX512VNNI) {
-		return true, 0
+		return true, false
 	}
 	switch t {
 	case quant.Q4_0, quant.Q5_0, quant.Q4_K:
-		return true, math.MaxInt
+		return true, true
 	}
-	return false, 0
+	return false, false
 }
 
 // x8VNNI says whether the four-vector x8 kernels may use AVX-512 VNNI on
@@ -49,7 +46,7 @@ func x8Policy(t quant.Type) (on bool, tilesFrom int) {
 // multiply-adds: the same integer sums in fewer instructions.
 func x8VNNI() bool {
 	x := &cpu.X86
-	return !forcedGeneric && x.HasAVX512F && x.HasAVX512VL && x.HasAVX512VNNI
+	return x.HasAVX512F && x.HasAVX512VL && x.HasAVX512VNNI
 }
 
 // x4aReady checks the operands of a dot8x4a kernel of a format whose

@@ -9,8 +9,8 @@ func mxfp4X8DotAVX2(nb int, w, x *byte, dst *[8]float32)
 func mxfp4X8Dot4AVX2(nb int, w, x *byte, ldx int, lanes *[4][8][8]float32)
 
 func init() {
-	if on, tiles := x8Policy(quant.MXFP4); on {
-		x8Fast[quant.MXFP4] = &x8Format{name: "avx2", act: quant.Q8_0, block: mxfp4Block, tilesFrom: tiles,
+	if on, noTiles := x8Policy(quant.MXFP4); on {
+		x8Fast[quant.MXFP4] = &x8Format{name: "avx2", act: quant.Q8_0, block: mxfp4Block, noTiles: noTiles,
 			pack: packMXFP4X8, unpack: unpackMXFP4X8, dot8: dotMXFP4X8AVX2, dot8x4: dotMXFP4X8x4AVX2, ref: dotMXFP4Canon}
 	}
 }

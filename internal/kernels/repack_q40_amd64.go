@@ -6,8 +6,8 @@ import "braid/internal/quant"
 func q40X8DotAVX2(nb int, w, x *byte, dst *[8]float32)
 
 func init() {
-	if on, tiles := x8Policy(quant.Q4_0); on {
-		f := &x8Format{name: "avx2", act: quant.Q8_0, block: q40Block, tilesFrom: tiles,
+	if on, noTiles := x8Policy(quant.Q4_0); on {
+		f := &x8Format{name: "avx2", act: quant.Q8_0, block: q40Block, noTiles: noTiles,
 			pack: packQ40X8, unpack: unpackQ40X8, dot8: dotQ40X8AVX2, dot8x4a: dotQ40X8x4AVX2,
 			auxOf: q40Aux, auxBytes: 8, ref: dotQ40Canon}
 		if x8VNNI() {

@@ -6,8 +6,8 @@ import "braid/internal/quant"
 func q4kX8DotAVX2(nb int, w, x *byte, dst *[8]float32)
 
 func init() {
-	if on, tiles := x8Policy(quant.Q4_K); on {
-		x8Fast[quant.Q4_K] = &x8Format{name: "avx2", act: quant.Q8_K, block: kqQ4KSize, tilesFrom: tiles,
+	if on, noTiles := x8Policy(quant.Q4_K); on {
+		x8Fast[quant.Q4_K] = &x8Format{name: "avx2", act: quant.Q8_K, block: kqQ4KSize, noTiles: noTiles,
 			pack: packQ4KX8, unpack: unpackQ4KX8, dot8: dotQ4KX8AVX2, dot8x4: dotQ4KX8x4AVX2, ref: dotQ4KCanon}
 	}
 }

@@ -12,8 +12,8 @@ func q50X8Dot4AVX2(nb int, w, x *byte, ldx int, aux *byte, dst *float32, ldd int
 func q50X8Dot4VNNI(nb int, w, x *byte, ldx int, aux *byte, dst *float32, ldd int)
 
 func init() {
-	if on, tiles := x8Policy(quant.Q5_0); on {
-		f := &x8Format{name: "avx2", act: quant.Q8_0, block: q50Block, tilesFrom: tiles,
+	if on, noTiles := x8Policy(quant.Q5_0); on {
+		f := &x8Format{name: "avx2", act: quant.Q8_0, block: q50Block, noTiles: noTiles,
 			pack: packQ50X8, unpack: unpackQ50X8, dot8: dotQ50X8AVX2, dot8x4a: dotQ50X8x4AVX2,
 			auxOf: q50Aux, auxBytes: 8, ref: dotQ50Canon}
 		if x8VNNI() {

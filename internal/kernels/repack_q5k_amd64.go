@@ -6,8 +6,8 @@ import "braid/internal/quant"
 func q5kX8DotAVX2(nb int, w, x *byte, dst *[8]float32)
 
 func init() {
-	if on, tiles := x8Policy(quant.Q5_K); on {
-		x8Fast[quant.Q5_K] = &x8Format{name: "avx2", act: quant.Q8_K, block: kqQ5KSize, tilesFrom: tiles,
+	if on, noTiles := x8Policy(quant.Q5_K); on {
+		x8Fast[quant.Q5_K] = &x8Format{name: "avx2", act: quant.Q8_K, block: kqQ5KSize, noTiles: noTiles,
 			pack: packQ5KX8, unpack: unpackQ5KX8, dot8: dotQ5KX8AVX2, ref: dotQ5KCanon}
 	}
 }

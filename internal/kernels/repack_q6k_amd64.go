@@ -6,8 +6,8 @@ import "braid/internal/quant"
 func q6kX8DotAVX2(nb int, w, x *byte, dst *[8]float32)
 
 func init() {
-	if on, tiles := x8Policy(quant.Q6_K); on {
-		x8Fast[quant.Q6_K] = &x8Format{name: "avx2", act: quant.Q8_K, block: kqQ6KSize, tilesFrom: tiles,
+	if on, noTiles := x8Policy(quant.Q6_K); on {
+		x8Fast[quant.Q6_K] = &x8Format{name: "avx2", act: quant.Q8_K, block: kqQ6KSize, noTiles: noTiles,
 			pack: packQ6KX8, unpack: unpackQ6KX8, dot8: dotQ6KX8AVX2, dot8x4: dotQ6KX8x4AVX2, ref: dotQ6KCanon}
 	}
 }

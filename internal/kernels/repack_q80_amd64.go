@@ -6,8 +6,8 @@ import "braid/internal/quant"
 func q80X8DotAVX2(nb int, w, x *byte, dst *[8]float32)
 
 func init() {
-	if on, tiles := x8Policy(quant.Q8_0); on {
-		x8Fast[quant.Q8_0] = &x8Format{name: "avx2", act: quant.Q8_0, block: q80Block, tilesFrom: tiles,
+	if on, noTiles := x8Policy(quant.Q8_0); on {
+		x8Fast[quant.Q8_0] = &x8Format{name: "avx2", act: quant.Q8_0, block: q80Block, noTiles: noTiles,
 			pack: packQ80X8, unpack: unpackQ80X8, dot8: dotQ80X8AVX2, ref: dotQ80Canon}
 	}
 }

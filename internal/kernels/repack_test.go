@@ -147,7 +147,7 @@ func TestLayoutString(t *testing.T) {
 // up to the exact bound, gives each vector the canonical row dot's bits,
 // over 1 to 3 threads and row counts with a partial group; past the bound,
 // where the CPU has tiles for the type (on rows unpacked chunk by chunk)
-// and the format takes them at that count (tilesFrom), it gives the plain
+// and the format takes them (not noTiles), it gives the plain
 // matrix's tile results bit for bit, and elsewhere the x8 kernel's.
 func TestMatMulRepacked(t *testing.T) {
 	rng := rand.New(rand.NewSource(4))
@@ -170,7 +170,7 @@ func TestMatMulRepacked(t *testing.T) {
 					got := make([]float32, n*rows)
 					pool.MatMul(got, &p, x, n)
 					want := make([]float32, n*rows)
-					if impl := implFor(typ); n <= 8 || n < x8Fast[typ].tilesFrom || (impl.mm == nil && impl.mmWide == nil) {
+					if impl := implFor(typ); n <= 8 || x8Fast[typ].noTiles || (impl.mm == nil && impl.mmWide == nil) {
 						conv, ldx := implFor(typ).vecConv(m.Cols)
 						q := make([]byte, ldx)
 						for v := 0; v < n; v++ {
@@ -421,9 +421,9 @@ func TestPromptPathX8(t *testing.T) {
 			continue
 		}
 		f, impl := x8Fast[c.Type], implFor(c.Type)
-		tiles := (impl.mm != nil || impl.mmWide != nil) && f.tilesFrom != math.MaxInt
+		tiles := (impl.mm != nil || impl.mmWide != nil) && !f.noTiles
 		if !strings.Contains(c.Prompt, "x8") || strings.Contains(c.Prompt, "unpacked for tiles") != tiles {
-			t.Errorf("%s: prompt path %q; the product takes tiles on unpacked rows: %v (tilesFrom %d)", c.Type, c.Prompt, tiles, f.tilesFrom)
+			t.Errorf("%s: prompt path %q; the product takes tiles on unpacked rows: %v", c.Type, c.Prompt, tiles)
 		}
 	}
 }
