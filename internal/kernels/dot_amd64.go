@@ -87,9 +87,16 @@ func init() {
 	// at 0.5-0.65x the row dots' speed (4 interleaved rounds), so decode
 	// keeps the row dots and exact products of few vectors the row dot
 	// per vector (SetExactColumns).
+	// F32 weights take no tiles in MatMul: a batch of decode steps (the
+	// server's slots, the choices of n > 1) then gives each sequence the
+	// bits it gets alone, as on AVX2, where the float32 tiles' single
+	// multiply-add chain per row and column would round apart from the
+	// row dot's four. F32 weight matrices are rare and small (tiny models,
+	// a few side tensors); their prefill reads each chunk of rows once
+	// from memory and runs the row dot per vector from cache. The tiles
+	// stay MatMulF32's (f32Tiles), for layers' own small products.
 	avx512 := x.HasAVX512F && x.HasAVX512BW && x.HasF16C && x.HasFMA
-	registerFast(quant.F32, avx512, &dotImpl{name: "avx512", act: quant.F32, dot: vdF32AVX512,
-		mm: mmF32Tile, mmRows: 4, mmCols: 6})
+	registerFast(quant.F32, avx512, &dotImpl{name: "avx512", act: quant.F32, dot: vdF32AVX512})
 	registerFast(quant.F16, avx512, &dotImpl{name: "avx512", act: quant.F16, dot: vdF16AVX512,
 		mmWide: mmF16Wide, wideAct: roundF16Fast, wideKind: "f16", mmRows: 64, mmCols: 1 << 30})
 	avx2 := x.HasAVX2 && x.HasFMA && x.HasF16C

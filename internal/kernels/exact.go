@@ -13,8 +13,9 @@ package kernels
 // Q5_K and Q6_K with AVX-512 VNNI, and Q4_K and Q6_K with AVX2, have a
 // second multi-column kernel in their row dot's arithmetic
 // (dotImpl.mmDot), which the bound selects; kernels without
-// tiles use the row dot for every vector anyway. For the rest (F16, BF16,
-// F32, MXFP4 with VBMI, the NEON K-quant tiles, Q5_K with AVX2) the bound makes the
+// tiles (F32, which has none so that a batch of steps keeps each
+// sequence's bits) use the row dot for every vector anyway. For the rest (F16, BF16,
+// MXFP4 with VBMI, the NEON K-quant tiles, Q5_K with AVX2) the bound makes the
 // product run the row dot once per vector, each chunk of weight rows
 // staying in cache while the vectors pass, so the weights are still read
 // once. Larger products keep the tiles. 0 (the default) turns it off. Not

@@ -33,7 +33,8 @@ func matMulSharedWith(p *Pool, impl *dotImpl, x []float32, n int, outs ...MatOut
 // that vector alone, in MatMul and in MatMulShared (activations converted
 // once for two matrices). Kernels whose tiles are exact (exactTiles) must
 // give the same bits above the bound too, and with no bound at all, as
-// workers run them; the others must still be close there (their tiles).
+// workers run them, and so must kernels without tiles (F32 always); the
+// others must still be close there (their tiles).
 func TestExactEveryFormat(t *testing.T) {
 	var types []quant.Type
 	types = append(types, myTypes...)
@@ -64,6 +65,11 @@ func TestExactEveryFormat(t *testing.T) {
 	for _, typ := range types {
 		impls := append([]*dotImpl{generic[typ]}, fast[typ]...)
 		for _, impl := range impls {
+			// F32 weights (tiny models, a server's batch of their decode
+			// steps) keep each vector's bits at any count, bound or not.
+			if typ == quant.F32 && !impl.exactTiles && (impl.mm != nil || impl.mmWide != nil) {
+				t.Errorf("F32/%s: tiles that round apart from the row dot", impl.name)
+			}
 			for _, cols := range colsList {
 				if cols%typ.BlockSize() != 0 {
 					continue
@@ -101,7 +107,9 @@ func TestExactEveryFormat(t *testing.T) {
 					for n := 2; n <= nmax; n++ {
 						all, all2 := make([]float32, n*rows), make([]float32, n*w2.Rows)
 						matMulSharedWith(p, impl, x, n, MatOut{Dst: all, W: w}, MatOut{Dst: all2, W: w2})
-						exact := impl.exactTiles || n <= bound
+						// Without tiles every vector count runs the row
+						// dot (or its dot-order kernel): exact at any n.
+						exact := impl.exactTiles || n <= bound || impl.mm == nil && impl.mmWide == nil
 						for v := 0; v < n; v++ {
 							got, want := all[v*rows:(v+1)*rows], one[v*rows:(v+1)*rows]
 							got2, want2 := all2[v*w2.Rows:(v+1)*w2.Rows], one2[v*w2.Rows:(v+1)*w2.Rows]

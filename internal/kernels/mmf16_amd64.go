@@ -53,8 +53,3 @@ func mmPanel(tiles *[tileRows][tileCols]func(w *byte, ldw int, x *byte, ldx int,
 		}
 	}
 }
-
-// mmF32Tile is the dotImpl.mm of the AVX-512 F32 kernel, one tile.
-func mmF32Tile(n int, w []byte, ldw int, x []byte, ldx int, dst []float32, ldd int, rows, cols int) {
-	mmF32Tiles[rows-1][cols-1](&w[0], ldw, &x[0], ldx, &dst[0], ldd, n, 0)
-}
