@@ -2,7 +2,11 @@
 
 package kernels
 
-import "golang.org/x/sys/cpu"
+import (
+	"math"
+
+	"golang.org/x/sys/cpu"
+)
 
 var opsLevel = opsBest(opsLevels())
 
@@ -250,5 +254,32 @@ func axpyF16RowsArch(out []float32, p []float32, v []uint16, stride int) {
 	}
 	for i, a := range p {
 		axpyF16Arch(out, a, v[i*stride:i*stride+len(out)])
+	}
+}
+
+//go:noescape
+func softmaxExpAVX2(x *float32, n int, m float32, acc *[8]float64)
+
+// softmaxExpArch is softmaxExpGeneric with the eight-lane kernel (AVX2,
+// which every AVX-512 CPU here has too); the last n%8 values run through
+// it padded with values whose exponential is 0, so that every value's
+// bits are the kernel's and lane i%8 takes value i.
+func softmaxExpArch(x []float32, m float32, acc *[8]float64) {
+	if opsLevel != opsAVX2 && opsLevel != opsAVX512 {
+		softmaxExpGeneric(x, m, acc)
+		return
+	}
+	n := len(x) &^ 7
+	if n > 0 {
+		softmaxExpAVX2(&x[0], n, m, acc)
+	}
+	if n < len(x) {
+		var pad [8]float32
+		for i := range pad {
+			pad[i] = float32(math.Inf(-1))
+		}
+		copy(pad[:], x[n:])
+		softmaxExpAVX2(&pad[0], 8, m, acc)
+		copy(x[n:], pad[:])
 	}
 }

@@ -934,6 +934,69 @@ a2end:
 // Y constants of swiGLUAVX2: the dwords of swiC broadcast where used.
 #define SWIB(off, reg) VBROADCASTSS swiC<>+off(SB), reg
 
+// EXP8_AVX2 sets Y8 to expF32 of each lane of Y2, with Y12 = 1, Y13 = lo
+// and Y14 = hi broadcast; it clobbers Y3-Y11. The float32 operations of
+// expF32 in its order, with compare vectors and blends for its branches
+// (k > 127 and k < -126 by two exact factors; above hi +Inf, below lo 0,
+// NaN passed through).
+#define EXP8_AVX2 \
+	VCMPPS    $0x1e, Y14, Y2, Y9 \
+	VCMPPS    $0x11, Y13, Y2, Y10 \
+	VCMPPS    $0x03, Y2, Y2, Y11 \
+	VMINPS    Y14, Y2, Y3 \
+	VMAXPS    Y13, Y3, Y3 \
+	SWIB(0, Y4) \
+	VMULPS    Y4, Y3, Y4 \
+	VCVTPS2DQ Y4, Y5 \
+	VCVTDQ2PS Y5, Y6 \
+	SWIB(4, Y7) \
+	VMULPS    Y7, Y6, Y7 \
+	VSUBPS    Y7, Y3, Y7 \
+	SWIB(8, Y8) \
+	VMULPS    Y8, Y6, Y8 \
+	VSUBPS    Y8, Y7, Y7 \
+	SWIB(12, Y8) \
+	VMULPS    Y7, Y8, Y8 \
+	SWIB(16, Y6) \
+	VADDPS    Y6, Y8, Y8 \
+	VMULPS    Y7, Y8, Y8 \
+	SWIB(20, Y6) \
+	VADDPS    Y6, Y8, Y8 \
+	VMULPS    Y7, Y8, Y8 \
+	SWIB(24, Y6) \
+	VADDPS    Y6, Y8, Y8 \
+	VMULPS    Y7, Y8, Y8 \
+	SWIB(28, Y6) \
+	VADDPS    Y6, Y8, Y8 \
+	VMULPS    Y7, Y8, Y8 \
+	SWIB(32, Y6) \
+	VADDPS    Y6, Y8, Y8 \
+	VMULPS    Y7, Y8, Y8 \
+	VMULPS    Y7, Y8, Y8 \
+	VADDPS    Y7, Y8, Y8 \
+	VADDPS    Y12, Y8, Y8 \
+	SWIB(52, Y6) \
+	VPCMPGTD  Y6, Y5, Y4 \
+	VADDPS    Y8, Y8, Y7 \
+	VBLENDVPS Y4, Y7, Y8, Y8 \
+	VPADDD    Y4, Y5, Y5 \
+	SWIB(56, Y6) \
+	VPCMPGTD  Y5, Y6, Y4 \
+	SWIB(48, Y7) \
+	VMULPS    Y7, Y8, Y7 \
+	VBLENDVPS Y4, Y7, Y8, Y8 \
+	SWIB(60, Y7) \
+	VPAND     Y7, Y4, Y4 \
+	VPADDD    Y4, Y5, Y5 \
+	SWIB(52, Y6) \
+	VPADDD    Y6, Y5, Y5 \
+	VPSLLD    $23, Y5, Y5 \
+	VMULPS    Y5, Y8, Y8 \
+	SWIB(68, Y7) \
+	VBLENDVPS Y9, Y7, Y8, Y8 \
+	VANDNPS   Y8, Y10, Y8 \
+	VBLENDVPS Y11, Y2, Y8, Y8
+
 // func swiGLUAVX2(dst, gate, up *float32, n int)
 //
 // swiGLUAVX512 on 8 lanes: the same float32 operations in the same order,
@@ -952,62 +1015,7 @@ TEXT ·swiGLUAVX2(SB), NOSPLIT, $0-32
 s2loop:
 	VMOVUPS   (BX), Y0
 	VXORPS    Y15, Y0, Y2        // t = -gate
-	VCMPPS    $0x1e, Y14, Y2, Y9 // t > hi
-	VCMPPS    $0x11, Y13, Y2, Y10 // t < lo
-	VCMPPS    $0x03, Y2, Y2, Y11 // NaN
-	VMINPS    Y14, Y2, Y3
-	VMAXPS    Y13, Y3, Y3
-	SWIB(0, Y4)
-	VMULPS    Y4, Y3, Y4
-	VCVTPS2DQ Y4, Y5             // k
-	VCVTDQ2PS Y5, Y6
-	SWIB(4, Y7)
-	VMULPS    Y7, Y6, Y7
-	VSUBPS    Y7, Y3, Y7
-	SWIB(8, Y8)
-	VMULPS    Y8, Y6, Y8
-	VSUBPS    Y8, Y7, Y7         // r
-	SWIB(12, Y8)
-	VMULPS    Y7, Y8, Y8
-	SWIB(16, Y6)
-	VADDPS    Y6, Y8, Y8
-	VMULPS    Y7, Y8, Y8
-	SWIB(20, Y6)
-	VADDPS    Y6, Y8, Y8
-	VMULPS    Y7, Y8, Y8
-	SWIB(24, Y6)
-	VADDPS    Y6, Y8, Y8
-	VMULPS    Y7, Y8, Y8
-	SWIB(28, Y6)
-	VADDPS    Y6, Y8, Y8
-	VMULPS    Y7, Y8, Y8
-	SWIB(32, Y6)
-	VADDPS    Y6, Y8, Y8
-	VMULPS    Y7, Y8, Y8
-	VMULPS    Y7, Y8, Y8
-	VADDPS    Y7, Y8, Y8
-	VADDPS    Y12, Y8, Y8        // e^r
-	SWIB(52, Y6)                 // 127
-	VPCMPGTD  Y6, Y5, Y4         // k > 127: p*2, k-1
-	VADDPS    Y8, Y8, Y7
-	VBLENDVPS Y4, Y7, Y8, Y8
-	VPADDD    Y4, Y5, Y5
-	SWIB(56, Y6)                 // -126
-	VPCMPGTD  Y5, Y6, Y4         // k < -126: p*2^-24, k+24
-	SWIB(48, Y7)
-	VMULPS    Y7, Y8, Y7
-	VBLENDVPS Y4, Y7, Y8, Y8
-	SWIB(60, Y7)                 // 24
-	VPAND     Y7, Y4, Y4
-	VPADDD    Y4, Y5, Y5
-	SWIB(52, Y6)
-	VPADDD    Y6, Y5, Y5
-	VPSLLD    $23, Y5, Y5
-	VMULPS    Y5, Y8, Y8         // e^t
-	SWIB(68, Y7)                 // +Inf
-	VBLENDVPS Y9, Y7, Y8, Y8
-	VANDNPS   Y8, Y10, Y8
-	VBLENDVPS Y11, Y2, Y8, Y8
+	EXP8_AVX2
 	VADDPS    Y12, Y8, Y1
 	VDIVPS    Y1, Y0, Y1         // silu(gate)
 	VMULPS    (CX), Y1, Y1
@@ -1017,5 +1025,38 @@ s2loop:
 	ADDQ      $32, DX
 	SUBQ      $8, SI
 	JNZ       s2loop
+	VZEROUPPER
+	RET
+
+// func softmaxExpAVX2(x *float32, n int, m float32, acc *[8]float64)
+//
+// x[i] = expF32(x[i]-m) for n, a multiple of 8, values, each added in
+// float64 to lane i%8 of acc (softmaxExpGeneric's order).
+TEXT ·softmaxExpAVX2(SB), NOSPLIT, $0-32
+	MOVQ         x+0(FP), DX
+	MOVQ         n+8(FP), SI
+	VBROADCASTSS m+16(FP), Y15
+	MOVQ         acc+24(FP), BX
+	VMOVUPD      (BX), Y0
+	VMOVUPD      32(BX), Y1
+	SWIB(40, Y14)
+	SWIB(44, Y13)
+	SWIB(36, Y12)
+
+sxloop:
+	VMOVUPS      (DX), Y2
+	VSUBPS       Y15, Y2, Y2
+	EXP8_AVX2
+	VMOVUPS      Y8, (DX)
+	VCVTPS2PD    X8, Y3
+	VADDPD       Y3, Y0, Y0
+	VEXTRACTF128 $1, Y8, X8
+	VCVTPS2PD    X8, Y3
+	VADDPD       Y3, Y1, Y1
+	ADDQ         $32, DX
+	SUBQ         $8, SI
+	JNZ          sxloop
+	VMOVUPD      Y0, (BX)
+	VMOVUPD      Y1, 32(BX)
 	VZEROUPPER
 	RET

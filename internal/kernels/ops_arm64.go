@@ -123,3 +123,5 @@ func axpyF16RowsArch(out []float32, p []float32, v []uint16, stride int) {
 		axpyF16Arch(out, a, v[i*stride:i*stride+len(out)])
 	}
 }
+
+func softmaxExpArch(x []float32, m float32, acc *[8]float64) { softmaxExpGeneric(x, m, acc) }

@@ -21,3 +21,4 @@ func dotF16RowsArch(dst []float32, k []uint16, stride int, q []float32, scale fl
 func axpyF16RowsArch(out []float32, p []float32, v []uint16, stride int) {
 	axpyF16RowsGeneric(out, p, v, stride)
 }
+func softmaxExpArch(x []float32, m float32, acc *[8]float64) { softmaxExpGeneric(x, m, acc) }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -382,6 +383,45 @@ func TestOpsSoftmax(t *testing.T) {
 	if big[0] != 0.5 || big[1] != 0.5 {
 		t.Errorf("Softmax of large equal values = %v", big)
 	}
+}
+
+// TestSoftmaxBits: every assembly level gives Softmax the generic code's
+// bits at every length (the tail padded through the kernel included), on
+// scores with masked (-Inf) entries, huge spreads and a NaN, so a row's
+// probabilities never depend on the CPU's level or on where in a vector a
+// position falls.
+func TestSoftmaxBits(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	var rows [][]float32
+	for _, n := range opsLengths[1:] {
+		for _, scale := range []float32{1, 30, 200} {
+			x := opsRandF32(r, n, scale)
+			if n > 5 {
+				x[n/2] = float32(math.Inf(-1))
+			}
+			rows = append(rows, x)
+		}
+	}
+	rows = append(rows, []float32{float32(math.NaN()), 1, 2}, []float32{1e30, -1e30, 0, 3, 4, 5, 6, 7, 8})
+	want := make([][]float32, len(rows))
+	saved := opsLevel
+	opsLevel = opsGeneric
+	for i, x := range rows {
+		want[i] = slices.Clone(x)
+		Softmax(want[i])
+	}
+	opsLevel = saved
+	forEachOpsLevel(t, func(t *testing.T) {
+		for i, x := range rows {
+			got := slices.Clone(x)
+			Softmax(got)
+			for j := range got {
+				if math.Float32bits(got[j]) != math.Float32bits(want[i][j]) && !(got[j] != got[j] && want[i][j] != want[i][j]) {
+					t.Fatalf("row %d (n=%d) entry %d: %g, generic %g", i, len(x), j, got[j], want[i][j])
+				}
+			}
+		}
+	})
 }
 
 // TestExpF32 sweeps expF32 over its whole range, the subnormal results and
