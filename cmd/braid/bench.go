@@ -83,7 +83,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	pFlag := fs.String("p", "512", "prompt lengths, comma-separated (0 = no prefill test)")
 	nFlag := fs.String("n", "128", "generated lengths, comma-separated (0 = no decode test)")
 	tFlag := fs.String("t", strconv.Itoa(defaultThreads()), "thread counts, comma-separated")
-	depth := fs.Int("d", 0, "context depth: the decode test starts after this many tokens of context in each sequence (evaluated untimed)")
+	dFlag := fs.String("d", "0", "context depths, comma-separated: the decode test starts after this many tokens of context in each sequence (evaluated untimed)")
 	npFlag := fs.String("np", "1", "sequences decoding together in the decode test, comma-separated (decode tok/s is their aggregate)")
 	reps := fs.Int("r", 5, "runs per configuration (after one warm-up run)")
 	asJSON := fs.Bool("json", false, "print a JSON array, one object per row")
@@ -168,14 +168,15 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if cf.active() && len(ts) > 1 {
 		return usagef("-t: give one thread count with --workers (this node's threads)")
 	}
-	if *depth < 0 {
-		return usagef("-d %d: the depth cannot be negative", *depth)
+	ds, err := parseInts("d", *dFlag, 0)
+	if err != nil {
+		return err
 	}
 	longest := 1
 	measured := false
 	for _, p := range ps {
 		for _, n := range ns {
-			longest = max(longest, p+n, *depth+n)
+			longest = max(longest, p+n, slices.Max(ds)+n)
 			measured = measured || p > 0 || n > 0
 		}
 	}
@@ -210,7 +211,10 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		return runBenchSpec(&sf, benchSpecArgs{path: *path, hub: hm, ts: ts, ps: ps, ns: ns, nps: nps, depth: *depth, reps: *reps,
+		if len(ds) > 1 {
+			return usagef("-d %s: give one depth with --spec", *dFlag)
+		}
+		return runBenchSpec(&sf, benchSpecArgs{path: *path, hub: hm, ts: ts, ps: ps, ns: ns, nps: nps, depth: ds[0], reps: *reps,
 			json: *asJSON, kvF32: *kvF32, prompt: text, load: *loadMode, cpus: *cpus}, &cf, stdout, stderr)
 	}
 	var rows []benchRow
@@ -262,13 +266,13 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		}
 		// decode runs np sequences from position -d, one token each per
 		// step, after filling each one's first d positions (untimed).
-		decode := func(n, np int) (time.Duration, error) {
+		decode := func(n, np, depth int) (time.Duration, error) {
 			for s := range np {
 				seq := kvcache.SeqID(s)
 				be.Drop(seq)
-				for lo := 0; lo < *depth; lo += 512 {
+				for lo := 0; lo < depth; lo += 512 {
 					b.Reset()
-					for i := lo; i < min(lo+512, *depth); i++ {
+					for i := lo; i < min(lo+512, depth); i++ {
 						b.Add(int32(rng.IntN(vocab)), int32(i), seq, false)
 					}
 					if err := be.Forward(&b, greedy, logits); err != nil {
@@ -277,10 +281,10 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 				}
 			}
 			if p := overlapPipe(be, np, *noOverlap); p != nil {
-				return decodeOverlapped(p, np, n, *depth, rng, vocab, logits)
+				return decodeOverlapped(p, np, n, depth, rng, vocab, logits)
 			}
 			start := time.Now()
-			for i := *depth; i < *depth+n; i++ {
+			for i := depth; i < depth+n; i++ {
 				b.Reset()
 				for s := range np {
 					b.Add(int32(rng.IntN(vocab)), int32(i), kvcache.SeqID(s), true)
@@ -294,64 +298,66 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		for _, p := range ps {
 			for _, n := range ns {
 				for _, np := range nps {
-					if n == 0 && np > 1 {
-						continue // parallel only changes the decode test
-					}
-					if p == 0 && n == 0 {
-						continue // neither test: an empty row (-p 0,512 -n 0,128)
-					}
-					row := benchRow{Model: filepath.Base(*path), Threads: t, PromptTokens: p, GenTokens: n, Parallel: np, Depth: *depth, Runs: *reps,
-						LoadMode: load.Mode.String(), LoadReason: load.Reason}
-					var pp, tg []float64
-					var faults uint64
-					for r := -1; r < *reps; r++ { // run -1 warms caches and page-ins
-						if r == 0 {
-							faults = majorFaults()
+					for _, d := range ds {
+						if n == 0 && (np > 1 || d != ds[0]) {
+							continue // parallel and depth only change the decode test
 						}
-						var dp, dn time.Duration
-						var err error
-						if p > 0 {
-							if dp, err = prefill(p); err != nil {
-								release()
-								return err
+						if p == 0 && n == 0 {
+							continue // neither test: an empty row (-p 0,512 -n 0,128)
+						}
+						row := benchRow{Model: filepath.Base(*path), Threads: t, PromptTokens: p, GenTokens: n, Parallel: np, Depth: d, Runs: *reps,
+							LoadMode: load.Mode.String(), LoadReason: load.Reason}
+						var pp, tg []float64
+						var faults uint64
+						for r := -1; r < *reps; r++ { // run -1 warms caches and page-ins
+							if r == 0 {
+								faults = majorFaults()
 							}
-						}
-						if n > 0 {
-							if dn, err = decode(n, np); err != nil {
-								release()
-								return err
-							}
-						}
-						if r >= 0 {
+							var dp, dn time.Duration
+							var err error
 							if p > 0 {
-								pp = append(pp, float64(p)/dp.Seconds())
+								if dp, err = prefill(p); err != nil {
+									release()
+									return err
+								}
 							}
 							if n > 0 {
-								tg = append(tg, float64(n*np)/dn.Seconds())
+								if dn, err = decode(n, np, d); err != nil {
+									release()
+									return err
+								}
+							}
+							if r >= 0 {
+								if p > 0 {
+									pp = append(pp, float64(p)/dp.Seconds())
+								}
+								if n > 0 {
+									tg = append(tg, float64(n*np)/dn.Seconds())
+								}
 							}
 						}
-					}
-					row.MajorFaults = majorFaults() - faults
-					if *profile && n > 0 {
-						if err := cl.StartProfile(); err != nil {
-							release()
-							return err
+						row.MajorFaults = majorFaults() - faults
+						if *profile && n > 0 {
+							if err := cl.StartProfile(); err != nil {
+								release()
+								return err
+							}
+							_, err := decode(n, np, d)
+							if err == nil {
+								row.Profile, err = cl.StopProfile()
+							}
+							if err != nil {
+								release()
+								return err
+							}
 						}
-						_, err := decode(n, np)
-						if err == nil {
-							row.Profile, err = cl.StopProfile()
+						row.PrefillTPSMedian, row.PrefillTPSMin, row.PrefillTPSMax = medianRange(pp)
+						row.DecodeTPSMedian, row.DecodeTPSMin, row.DecodeTPSMax = medianRange(tg)
+						row.PeakRSSBytes = peakRSS()
+						rows = append(rows, row)
+						if !*asJSON {
+							fmt.Fprintf(stderr, "done: t=%d p=%d n=%d np=%d d=%d\n", t, p, n, np, d)
 						}
-						if err != nil {
-							release()
-							return err
-						}
-					}
-					row.PrefillTPSMedian, row.PrefillTPSMin, row.PrefillTPSMax = medianRange(pp)
-					row.DecodeTPSMedian, row.DecodeTPSMin, row.DecodeTPSMax = medianRange(tg)
-					row.PeakRSSBytes = peakRSS()
-					rows = append(rows, row)
-					if !*asJSON {
-						fmt.Fprintf(stderr, "done: t=%d p=%d n=%d np=%d\n", t, p, n, np)
 					}
 				}
 			}

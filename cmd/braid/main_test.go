@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -328,7 +330,8 @@ func TestRunAndBench(t *testing.T) {
 			t.Errorf("bench -np: non-positive decode rate: %v", r)
 		}
 	}
-	// -d: decoding after 40 positions of context; the row says so.
+	// -d: decoding after 40 positions of context; the row says so. A list
+	// gives a decode row per depth, and the prefill row once.
 	out, errOut, code = braid(t, "", "bench", "-m", model, "-p", "0", "-n", "4", "-d", "40", "-np", "2", "-r", "1", "--json")
 	if code != 0 {
 		t.Fatalf("bench -d: exit %d: %s", code, errOut)
@@ -336,6 +339,21 @@ func TestRunAndBench(t *testing.T) {
 	rows = nil
 	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 1 || rows[0]["depth"].(float64) != 40 || rows[0]["decode_tps_median"].(float64) <= 0 {
 		t.Fatalf("bench -d 40: %v %v", err, rows)
+	}
+	out, errOut, code = braid(t, "", "bench", "-m", model, "-p", "8,0", "-n", "0,4", "-d", "0,40", "-r", "1", "--json")
+	if code != 0 {
+		t.Fatalf("bench -d 0,40: exit %d: %s", code, errOut)
+	}
+	rows = nil
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("bench -d 0,40: %v", err)
+	}
+	var got []string
+	for _, r := range rows {
+		got = append(got, fmt.Sprintf("p%v n%v d%v", r["prompt_tokens"], r["gen_tokens"], r["depth"]))
+	}
+	if want := []string{"p8 n0 d0", "p8 n4 d0", "p8 n4 d40", "p0 n4 d0", "p0 n4 d40"}; !slices.Equal(got, want) {
+		t.Errorf("bench -p 8,0 -n 0,4 -d 0,40 rows %q, want %q", got, want)
 	}
 	if _, errOut, code = braid(t, "", "bench", "-m", model, "-d", "-1"); code == 0 || !strings.Contains(errOut, "-d") {
 		t.Errorf("bench -d -1: exit %d, stderr %q; want a usage error naming -d", code, errOut)
