@@ -895,39 +895,91 @@ d2end:
 
 // func axpyF16RowsAVX2(out *float32, p *float32, v *uint16, stride int, hd int, n int)
 //
-// Per row, axpyF16AVX2's loop on hd values (a multiple of 8): the bits of
-// AxpyF16 row by row, one call.
+// For each column the multiply-adds of axpyF16AVX2 row after row, so the
+// bits of AxpyF16 row by row, on hd values (a multiple of 8), one call.
 TEXT ·axpyF16RowsAVX2(SB), NOSPLIT, $0-48
-	MOVQ out+0(FP), R9
-	MOVQ p+8(FP), BX
+	MOVQ out+0(FP), DI
 	MOVQ v+16(FP), R8
 	MOVQ stride+24(FP), DX
 	MOVQ hd+32(FP), R10
-	MOVQ n+40(FP), R11
 
-a2row:
-	MOVQ         R9, DI
+	// Slabs of 64 columns: eight accumulators stay in registers for all
+	// the rows, so a row costs its conversions and multiply-adds, not a
+	// load and a store of out as well.
+a2slab64:
+	CMPQ         R10, $64
+	JLT          a2slab8
+	MOVQ         p+8(FP), BX
+	MOVQ         n+40(FP), R11
 	MOVQ         R8, SI
-	MOVQ         R10, CX
-	VBROADCASTSS (BX), Y7
+	VMOVUPS      (DI), Y0
+	VMOVUPS      32(DI), Y1
+	VMOVUPS      64(DI), Y2
+	VMOVUPS      96(DI), Y3
+	VMOVUPS      128(DI), Y4
+	VMOVUPS      160(DI), Y5
+	VMOVUPS      192(DI), Y6
+	VMOVUPS      224(DI), Y7
 
-a2loop32:
-	CMPQ        CX, $32
-	JLT         a2loop8
-	AXPYF16_AVX2_32
-	JMP         a2loop32
+a2row64:
+	VBROADCASTSS (BX), Y12
+	VCVTPH2PS    (SI), Y8
+	VCVTPH2PS    16(SI), Y9
+	VCVTPH2PS    32(SI), Y10
+	VCVTPH2PS    48(SI), Y11
+	VFMADD231PS  Y8, Y12, Y0
+	VFMADD231PS  Y9, Y12, Y1
+	VFMADD231PS  Y10, Y12, Y2
+	VFMADD231PS  Y11, Y12, Y3
+	VCVTPH2PS    64(SI), Y8
+	VCVTPH2PS    80(SI), Y9
+	VCVTPH2PS    96(SI), Y10
+	VCVTPH2PS    112(SI), Y11
+	VFMADD231PS  Y8, Y12, Y4
+	VFMADD231PS  Y9, Y12, Y5
+	VFMADD231PS  Y10, Y12, Y6
+	VFMADD231PS  Y11, Y12, Y7
+	ADDQ         $4, BX
+	ADDQ         DX, SI
+	DECQ         R11
+	JNZ          a2row64
+	VMOVUPS      Y0, (DI)
+	VMOVUPS      Y1, 32(DI)
+	VMOVUPS      Y2, 64(DI)
+	VMOVUPS      Y3, 96(DI)
+	VMOVUPS      Y4, 128(DI)
+	VMOVUPS      Y5, 160(DI)
+	VMOVUPS      Y6, 192(DI)
+	VMOVUPS      Y7, 224(DI)
+	ADDQ         $256, DI
+	ADDQ         $128, R8
+	SUBQ         $64, R10
+	JMP          a2slab64
 
-a2loop8:
-	CMPQ        CX, $8
-	JLT         a2end
-	AXPYF16_AVX2_8
-	JMP         a2loop8
+	// The last hd%64 columns eight at a time.
+a2slab8:
+	CMPQ         R10, $8
+	JLT          a2done
+	MOVQ         p+8(FP), BX
+	MOVQ         n+40(FP), R11
+	MOVQ         R8, SI
+	VMOVUPS      (DI), Y0
 
-a2end:
-	ADDQ $4, BX
-	ADDQ DX, R8
-	DECQ R11
-	JNZ  a2row
+a2row8:
+	VBROADCASTSS (BX), Y12
+	VCVTPH2PS    (SI), Y8
+	VFMADD231PS  Y8, Y12, Y0
+	ADDQ         $4, BX
+	ADDQ         DX, SI
+	DECQ         R11
+	JNZ          a2row8
+	VMOVUPS      Y0, (DI)
+	ADDQ         $32, DI
+	ADDQ         $16, R8
+	SUBQ         $8, R10
+	JMP          a2slab8
+
+a2done:
 	VZEROUPPER
 	RET
 

@@ -904,3 +904,36 @@ func TestSwiGLUOAI(t *testing.T) {
 		t.Errorf("clamped value %g, want x=7, y=-7", got)
 	}
 }
+
+// BenchmarkOpsAttnRowsF16 is one (token, head) of decode attention over a
+// cached context of F16 keys and values, as the model calls it: the
+// scores against every key row (DotF16Rows), then the probability-weighted
+// sum of the value rows (AxpyF16Rows), rows a KV width apart (8 heads of
+// 64 or 128 values).
+func BenchmarkOpsAttnRowsF16(b *testing.B) {
+	const positions = 2048
+	for _, hd := range []int{64, 128} {
+		stride := 8 * hd
+		r := rand.New(rand.NewPCG(3, uint64(hd)))
+		k, v := opsRandF16(r, stride*positions, 1), opsRandF16(r, stride*positions, 1)
+		q, p := opsRandF32(r, hd, 1), opsRandF32(r, positions, 1)
+		scores, out := make([]float32, positions), make([]float32, hd)
+		b.Run(fmt.Sprintf("hd=%d", hd), func(b *testing.B) {
+			opsBenchLevels(b, func(b *testing.B) {
+				b.Run("dot", func(b *testing.B) {
+					for b.Loop() {
+						DotF16Rows(scores, k, stride, q, 0.125)
+					}
+					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*positions), "ns/row")
+				})
+				b.Run("axpy", func(b *testing.B) {
+					for b.Loop() {
+						clear(out)
+						AxpyF16Rows(out, p, v, stride)
+					}
+					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*positions), "ns/row")
+				})
+			})
+		})
+	}
+}
