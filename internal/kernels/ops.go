@@ -400,6 +400,26 @@ func dotF16RowsGeneric(dst []float32, k []uint16, stride int, q []float32, scale
 	}
 }
 
+// DotF16Rows2 is DotF16Rows for two query vectors of one length against
+// the same key rows (two heads sharing a KV head), each with the bits
+// DotF16Rows gives it alone; where the CPU allows, each key row is
+// converted from half precision once for both.
+func DotF16Rows2(dst0, dst1 []float32, k []uint16, stride int, q0, q1 []float32, scale float32) {
+	n, hd := len(dst0), len(q0)
+	if n == 0 {
+		return
+	}
+	if len(dst1) != n || len(q1) != hd || stride < hd || (n-1)*stride+hd > len(k) {
+		panic(fmt.Sprintf("kernels: DotF16Rows2: %d and %d rows of %d and %d values at stride %d, %d key values", n, len(dst1), hd, len(q1), stride, len(k)))
+	}
+	if opsLevel != opsGeneric {
+		dotF16Rows2Arch(dst0, dst1, k, stride, q0, q1, scale)
+		return
+	}
+	dotF16RowsGeneric(dst0, k, stride, q0, scale)
+	dotF16RowsGeneric(dst1, k, stride, q1, scale)
+}
+
 // AxpyF16Rows adds p[i]·half(v[i*stride:i*stride+len(out)]) into out for
 // every i < len(p), in order: the probability-weighted sum of len(p) cached
 // value rows, with the same bits as AxpyF16 row by row.

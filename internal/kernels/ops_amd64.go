@@ -240,6 +240,21 @@ func dotF16RowsArch(dst []float32, k []uint16, stride int, q []float32, scale fl
 	}
 }
 
+//go:noescape
+func dotF16Rows2AVX2(dst0, dst1 *float32, k *uint16, stride int, q0, q1 *float32, scale float32, hd int, n int)
+
+// dotF16Rows2Arch is DotF16Rows for two vectors, with the AVX2 pair kernel
+// where DotF16Rows would take the AVX2 row kernel (the same bits), else
+// two DotF16Rows.
+func dotF16Rows2Arch(dst0, dst1 []float32, k []uint16, stride int, q0, q1 []float32, scale float32) {
+	if opsLevel == opsAVX2 && len(q0)%8 == 0 {
+		dotF16Rows2AVX2(&dst0[0], &dst1[0], &k[0], 2*stride, &q0[0], &q1[0], scale, len(q0), len(dst0))
+		return
+	}
+	dotF16RowsArch(dst0, k, stride, q0, scale)
+	dotF16RowsArch(dst1, k, stride, q1, scale)
+}
+
 func axpyF16RowsArch(out []float32, p []float32, v []uint16, stride int) {
 	switch {
 	case opsLevel == opsAVX512 && len(out) == 64:

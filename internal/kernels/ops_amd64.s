@@ -1112,3 +1112,91 @@ sxloop:
 	VMOVUPD      Y1, 32(BX)
 	VZEROUPPER
 	RET
+
+// func dotF16Rows2AVX2(dst0, dst1 *float32, k *uint16, stride int, q0, q1 *float32, scale float32, hd int, n int)
+//
+// dotF16RowsAVX2 for two query vectors against the same key rows: each key
+// chunk is converted once for both, and each vector's accumulators,
+// multiply-adds and reduction are dotF16RowsAVX2's, so each gets its bits.
+// R12 and R13 hold dst1-dst0 and q1-q0.
+TEXT ·dotF16Rows2AVX2(SB), NOSPLIT, $0-72
+	MOVQ dst0+0(FP), DI
+	MOVQ dst1+8(FP), R12
+	SUBQ DI, R12
+	MOVQ k+16(FP), R8
+	MOVQ stride+24(FP), DX
+	MOVQ q0+32(FP), R9
+	MOVQ q1+40(FP), R13
+	SUBQ R9, R13
+	MOVQ hd+56(FP), R10
+	MOVQ n+64(FP), R11
+
+p2row:
+	MOVQ   R8, SI
+	MOVQ   R9, BX
+	MOVQ   R10, CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+
+p2loop32:
+	CMPQ        CX, $32
+	JLT         p2loop8
+	VCVTPH2PS   (SI), Y4
+	VCVTPH2PS   16(SI), Y5
+	VCVTPH2PS   32(SI), Y6
+	VCVTPH2PS   48(SI), Y7
+	VFMADD231PS (BX), Y4, Y0
+	VFMADD231PS 32(BX), Y5, Y1
+	VFMADD231PS 64(BX), Y6, Y2
+	VFMADD231PS 96(BX), Y7, Y3
+	VFMADD231PS (BX)(R13*1), Y4, Y8
+	VFMADD231PS 32(BX)(R13*1), Y5, Y9
+	VFMADD231PS 64(BX)(R13*1), Y6, Y10
+	VFMADD231PS 96(BX)(R13*1), Y7, Y11
+	ADDQ        $64, SI
+	ADDQ        $128, BX
+	SUBQ        $32, CX
+	JMP         p2loop32
+
+p2loop8:
+	CMPQ        CX, $8
+	JLT         p2end
+	VCVTPH2PS   (SI), Y4
+	VFMADD231PS (BX), Y4, Y0
+	VFMADD231PS (BX)(R13*1), Y4, Y8
+	ADDQ        $16, SI
+	ADDQ        $32, BX
+	SUBQ        $8, CX
+	JMP         p2loop8
+
+p2end:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y11, Y10, Y10
+	VADDPS       Y10, Y8, Y8
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VEXTRACTF128 $1, Y8, X9
+	VADDPS       X9, X8, X8
+	VHADDPS      X8, X8, X8
+	VHADDPS      X8, X8, X8
+	VMULSS       scale+48(FP), X0, X0
+	VMULSS       scale+48(FP), X8, X8
+	VMOVSS       X0, (DI)
+	VMOVSS       X8, (DI)(R12*1)
+	ADDQ         $4, DI
+	ADDQ         DX, R8
+	DECQ         R11
+	JNZ          p2row
+	VZEROUPPER
+	RET

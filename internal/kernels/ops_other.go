@@ -22,3 +22,8 @@ func axpyF16RowsArch(out []float32, p []float32, v []uint16, stride int) {
 	axpyF16RowsGeneric(out, p, v, stride)
 }
 func softmaxExpArch(x []float32, m float32, acc *[8]float64) { softmaxExpGeneric(x, m, acc) }
+
+func dotF16Rows2Arch(dst0, dst1 []float32, k []uint16, stride int, q0, q1 []float32, scale float32) {
+	dotF16RowsArch(dst0, k, stride, q0, scale)
+	dotF16RowsArch(dst1, k, stride, q1, scale)
+}

@@ -510,6 +510,16 @@ func TestOpsAttentionRows(t *testing.T) {
 						t.Fatalf("hd=%d n=%d: DotF16Rows[%d] = %g, DotF16 row by row %g", hd, n, i, got[i], want)
 					}
 				}
+				// Two vectors at once: each with its DotF16Rows bits.
+				q1 := opsRandF32(r, hd, 1)
+				got0, got1, want1 := make([]float32, n), make([]float32, n), make([]float32, n)
+				DotF16Rows(want1, k[hd:], stride, q1, scale)
+				DotF16Rows2(got0, got1, k[hd:], stride, q, q1, scale)
+				for i := range got {
+					if math.Float32bits(got0[i]) != math.Float32bits(got[i]) || math.Float32bits(got1[i]) != math.Float32bits(want1[i]) {
+						t.Fatalf("hd=%d n=%d: DotF16Rows2 row %d = %g, %g; DotF16Rows %g, %g", hd, n, i, got0[i], got1[i], got[i], want1[i])
+					}
+				}
 				p := opsRandF32(r, n, 1)
 				out := opsRandF32(r, hd, 1)
 				want := append([]float32(nil), out...)
@@ -925,6 +935,13 @@ func BenchmarkOpsAttnRowsF16(b *testing.B) {
 						DotF16Rows(scores, k, stride, q, 0.125)
 					}
 					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*positions), "ns/row")
+				})
+				b.Run("dot2", func(b *testing.B) {
+					s1 := make([]float32, positions)
+					for b.Loop() {
+						DotF16Rows2(scores, s1, k, stride, q, p[:hd], 0.125)
+					}
+					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(2*b.N*positions), "ns/row")
 				})
 				b.Run("axpy", func(b *testing.B) {
 					for b.Loop() {

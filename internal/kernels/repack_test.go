@@ -427,3 +427,48 @@ func TestPromptPathX8(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkX8DecodeLayers streams the linear layers of a decode step of a
+// Llama-3.2-1B shape (16 layers of q, k, v, o, gate, up and down; 2048
+// values a row but down's 8192) in one format and the x8 layout, one
+// vector, each matrix once in turn, against the same bytes as one matrix
+// of 4096-value rows: what the matrices' shapes and their number cost
+// against BenchmarkX8Decode/Cold's single stream.
+func BenchmarkX8DecodeLayers(b *testing.B) {
+	const embd, kv, ff, layers = 2048, 512, 8192, 16
+	shapes := [][2]int{{embd, embd}, {kv, embd}, {kv, embd}, {embd, embd}, {ff, embd}, {ff, embd}, {embd, ff}}
+	for _, typ := range []quant.Type{quant.Q4_K, quant.Q6_K} {
+		var ms []*Matrix
+		var total int
+		for l := 0; l < layers; l++ {
+			for _, s := range shapes {
+				p, _ := Repack(*benchMatrix(typ, s[0], s[1]), X8)
+				ms = append(ms, &p)
+				total += len(p.Data)
+			}
+		}
+		rb, _ := typ.RowBytes(4096)
+		one, _ := Repack(*benchMatrix(typ, total/int(rb)/8*8, 4096), X8)
+		x := make([]float32, ff)
+		for i := range x {
+			x[i] = float32(i%13) - 6
+		}
+		dst := make([]float32, max(ff, one.Rows))
+		pool := NewPool(benchThreads())
+		b.Run(fmt.Sprintf("%v/layers", typ), func(b *testing.B) {
+			b.SetBytes(int64(total))
+			for i := 0; i < b.N; i++ {
+				for _, m := range ms {
+					pool.MatMul(dst, m, x[:m.Cols], 1)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("%v/one", typ), func(b *testing.B) {
+			b.SetBytes(int64(len(one.Data)))
+			for i := 0; i < b.N; i++ {
+				pool.MatMul(dst, &one, x[:4096], 1)
+			}
+		})
+		pool.Close()
+	}
+}

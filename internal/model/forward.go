@@ -137,8 +137,10 @@ type scratch struct {
 
 type attnScratch struct {
 	scores   []float32
-	scores16 []uint16 // the probabilities rounded to half precision
+	scores1  []float32 // the second head's scores when heads run in pairs
+	scores16 []uint16  // the probabilities rounded to half precision
 	qh       []float32
+	qh1      []float32 // the second head's query, as qh
 	qh16     []uint16
 	out      []float32
 }
@@ -281,7 +283,7 @@ func (m *Model) alloc() {
 	}
 	s.slots = make([]attnScratch, 4*m.pool.Threads())
 	for i := range s.slots {
-		s.slots[i] = attnScratch{qh: make([]float32, c.HeadDim), qh16: make([]uint16, c.HeadDim), out: make([]float32, c.HeadDim)}
+		s.slots[i] = attnScratch{qh: make([]float32, c.HeadDim), qh1: make([]float32, c.HeadDim), qh16: make([]uint16, c.HeadDim), out: make([]float32, c.HeadDim)}
 	}
 	s.outRows = make([]int32, 0, B)
 	if c.AttnGate {

@@ -166,6 +166,7 @@ func (m *Model) growScores(b *Batch) {
 	for i := range m.s.slots {
 		if len(m.s.slots[i].scores) < longest {
 			m.s.slots[i].scores = make([]float32, max(longest, 2*len(m.s.slots[i].scores)))
+			m.s.slots[i].scores1 = make([]float32, len(m.s.slots[i].scores))
 			m.s.slots[i].scores16 = make([]uint16, len(m.s.slots[i].scores))
 		}
 	}
@@ -198,10 +199,18 @@ func (m *Model) attention(lo, hi int) {
 	if sparse {
 		topK = c.MLA.Indexer.TopK
 	}
+	// Two heads that share a KV head run their scores together on an F16
+	// cache (each key row converted once for both, each head's bits as
+	// alone); the probabilities and values stay per head.
+	per := 1
+	if !f32 && !sparse && group%2 == 0 && h0%2 == 0 && nh%2 == 0 {
+		per = 2
+	}
+	units := items / per
 	for slot := lo; slot < hi; slot++ {
 		sc := &s.slots[slot]
-		for it := slot * items / slots; it < (slot+1)*items/slots; it++ {
-			i, h := it/nh, it%nh
+		for u := slot * units / slots; u < (slot+1)*units/slots; u++ {
+			i, h := u/(nh/per), u%(nh/per)*per
 			kvh := (h0+h)/group - kv0 // this rank's KV heads start at KV head kv0
 			seq, pos := b.Seq[i], int(b.Pos[i])
 			start := 0
@@ -218,7 +227,8 @@ func (m *Model) attention(lo, hi int) {
 			// Block by block: one block lookup per BlockSize positions,
 			// then this head's rows at a fixed stride.
 			first := start - start%bs
-			if f32 {
+			switch {
+			case f32:
 				for b0 := first; b0 <= pos; b0 += bs {
 					kb := cache.KF32(l, blockOf(table, ring, b0/bs))
 					t0 := max(b0, start)
@@ -226,7 +236,18 @@ func (m *Model) attention(lo, hi int) {
 						sc.scores[t] = kernels.DotF32(kb[o:o+hd], q) * scale
 					}
 				}
-			} else {
+			case per == 2:
+				q1 := s.q[i*nh*hd+(h+1)*hd : i*nh*hd+(h+2)*hd]
+				kernels.F32ToF16Row(sc.qh16, q)
+				kernels.F16ToF32Row(sc.qh, sc.qh16)
+				kernels.F32ToF16Row(sc.qh16, q1)
+				kernels.F16ToF32Row(sc.qh1, sc.qh16)
+				for b0 := first; b0 <= pos; b0 += bs {
+					kb := cache.KF16(l, blockOf(table, ring, b0/bs))
+					t0, t1 := max(b0, start), min(b0+bs, pos+1)
+					kernels.DotF16Rows2(sc.scores[t0:t1], sc.scores1[t0:t1], kb[(t0-b0)*kvdim+kvh*hd:], kvdim, sc.qh, sc.qh1, scale)
+				}
+			default:
 				kernels.F32ToF16Row(sc.qh16, q)
 				kernels.F16ToF32Row(sc.qh, sc.qh16)
 				for b0 := first; b0 <= pos; b0 += bs {
@@ -235,34 +256,60 @@ func (m *Model) attention(lo, hi int) {
 					kernels.DotF16Rows(sc.scores[t0:min(b0+bs, pos+1)], kb[(t0-b0)*kvdim+kvh*hd:], kvdim, sc.qh, scale)
 				}
 			}
-			row := sc.scores[start : pos+1]
-			if sinks != nil {
-				sc.scores[pos+1] = sinks[h]
-				kernels.Softmax(sc.scores[start : pos+2])
-			} else {
-				kernels.Softmax(row)
-			}
-			clear(out)
-			if f32 {
-				for b0 := first; b0 <= pos; b0 += bs {
-					vb := cache.VF32(l, blockOf(table, ring, b0/bs))
-					t0 := max(b0, start)
-					for t, o := t0, (t0-b0)*kvdim+kvh*hd; t < min(b0+bs, pos+1); t, o = t+1, o+kvdim {
-						kernels.AxpyF32(out, sc.scores[t], vb[o:o+vd])
-					}
-				}
-			} else {
-				// The probabilities at half precision, as ggml's F16
-				// product rounds them (exact through the row converters).
-				kernels.F32ToF16Row(sc.scores16[start:pos+1], row)
-				kernels.F16ToF32Row(row, sc.scores16[start:pos+1])
-				for b0 := first; b0 <= pos; b0 += bs {
-					vb := cache.VF16(l, blockOf(table, ring, b0/bs))
-					t0 := max(b0, start)
-					kernels.AxpyF16Rows(out, sc.scores[t0:min(b0+bs, pos+1)], vb[(t0-b0)*kvdim+kvh*hd:], kvdim)
-				}
+			hr := headRows{cache: cache, l: l, table: table, ring: ring, first: first, start: start, pos: pos, voff: kvh * hd, f32: f32}
+			hr.values(sc, sc.scores, sinks, h, out)
+			if per == 2 {
+				hr.values(sc, sc.scores1, sinks, h+1, s.att[i*nh*vd+(h+1)*vd:i*nh*vd+(h+2)*vd])
 			}
 		}
+	}
+}
+
+// headRows is where one (token, head)'s cached rows lie: the sequence's
+// block table in layer l, the first block's position, the row's first and
+// last positions, and the head's offset in a value row.
+type headRows struct {
+	cache             *kvcache.Cache
+	l                 int
+	table             []int32
+	ring              int
+	first, start, pos int
+	voff              int
+	f32               bool
+}
+
+// values turns a head's scores[start:pos+1] (and its sink, if any, at
+// pos+1) into probabilities and sets out to their weighted sum of the
+// cached value rows.
+func (r *headRows) values(sc *attnScratch, scores []float32, sinks []float32, h int, out []float32) {
+	cache, l, table, ring, first, start, pos := r.cache, r.l, r.table, r.ring, r.first, r.start, r.pos
+	bs, kvdim, vd := cache.Config().BlockSize, cache.Config().KVDim, len(out)
+	row := scores[start : pos+1]
+	if sinks != nil {
+		scores[pos+1] = sinks[h]
+		kernels.Softmax(scores[start : pos+2])
+	} else {
+		kernels.Softmax(row)
+	}
+	clear(out)
+	if r.f32 {
+		for b0 := first; b0 <= pos; b0 += bs {
+			vb := cache.VF32(l, blockOf(table, ring, b0/bs))
+			t0 := max(b0, start)
+			for t, o := t0, (t0-b0)*kvdim+r.voff; t < min(b0+bs, pos+1); t, o = t+1, o+kvdim {
+				kernels.AxpyF32(out, scores[t], vb[o:o+vd])
+			}
+		}
+		return
+	}
+	// The probabilities at half precision, as ggml's F16 product rounds
+	// them (exact through the row converters).
+	kernels.F32ToF16Row(sc.scores16[start:pos+1], row)
+	kernels.F16ToF32Row(row, sc.scores16[start:pos+1])
+	for b0 := first; b0 <= pos; b0 += bs {
+		vb := cache.VF16(l, blockOf(table, ring, b0/bs))
+		t0 := max(b0, start)
+		kernels.AxpyF16Rows(out, scores[t0:min(b0+bs, pos+1)], vb[(t0-b0)*kvdim+r.voff:], kvdim)
 	}
 }
 
