@@ -1,6 +1,7 @@
 package model
 
 import (
+	"math"
 	"path/filepath"
 	"testing"
 
@@ -62,5 +63,62 @@ func TestDecodeStepAllocs(t *testing.T) {
 				t.Errorf("a decode step allocates %.2f times", a)
 			}
 		})
+	}
+}
+
+// TestAttentionPairsBits: heads scored in pairs (DotF16Rows2) give the
+// logits of heads scored one by one, bit for bit, in a prompt and in the
+// decode steps after it, with groups of 2 and 4 query heads per KV head.
+func TestAttentionPairsBits(t *testing.T) {
+	for _, kvh := range []int{4, 2} {
+		path := filepath.Join(t.TempDir(), "m.gguf")
+		cfg := modelgen.Config{Arch: "llama", Layers: 2, Embd: 128, FF: 128, Heads: 8, KVHeads: kvh, Vocab: 300, Type: quant.Q8_0}
+		if err := modelgen.WriteFile(path, cfg); err != nil {
+			t.Fatal(err)
+		}
+		f, err := gguf.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		pool := kernels.NewPool(2)
+		defer pool.Close()
+		m, err := New(f, pool, Options{MaxBatch: 64})
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := func(pairs bool) []float32 {
+			attnPairs = pairs
+			defer func() { attnPairs = true }()
+			cache, err := m.NewCache(CacheSize{Positions: 256})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var all []float32
+			logits := make([]float32, 40*m.Cfg.Vocab)
+			var b Batch
+			for i := 0; i < 40; i++ {
+				b.Add(int32(i*7%290)+3, int32(i), 0, true)
+			}
+			if err := m.Forward(cache, &b, logits); err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, logits...)
+			for i := 40; i < 60; i++ {
+				b.Reset()
+				b.Add(int32(i*11%290)+3, int32(i), 0, true)
+				if err := m.Forward(cache, &b, logits[:m.Cfg.Vocab]); err != nil {
+					t.Fatal(err)
+				}
+				all = append(all, logits[:m.Cfg.Vocab]...)
+			}
+			return all
+		}
+		one, two := run(false), run(true)
+		for i := range one {
+			if math.Float32bits(one[i]) != math.Float32bits(two[i]) {
+				t.Fatalf("%d KV heads: logit %d: %g in pairs, %g one by one", kvh, i, two[i], one[i])
+			}
+		}
 	}
 }

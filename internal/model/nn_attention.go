@@ -203,7 +203,7 @@ func (m *Model) attention(lo, hi int) {
 	// cache (each key row converted once for both, each head's bits as
 	// alone); the probabilities and values stay per head.
 	per := 1
-	if !f32 && !sparse && group%2 == 0 && h0%2 == 0 && nh%2 == 0 {
+	if attnPairs && !f32 && !sparse && group%2 == 0 && h0%2 == 0 && nh%2 == 0 {
 		per = 2
 	}
 	units := items / per
@@ -264,6 +264,10 @@ func (m *Model) attention(lo, hi int) {
 		}
 	}
 }
+
+// attnPairs lets heads run in pairs (TestAttentionPairsBits turns it off
+// to compare).
+var attnPairs = true
 
 // headRows is where one (token, head)'s cached rows lie: the sequence's
 // block table in layer l, the first block's position, the row's first and
