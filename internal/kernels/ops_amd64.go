@@ -272,6 +272,14 @@ func axpyF16RowsArch(out []float32, p []float32, v []uint16, stride int) {
 	}
 }
 
+// softmaxPad fills the lanes past a row's end: e^(-Inf - m) is 0.
+var softmaxPad = func() (p [8]float32) {
+	for i := range p {
+		p[i] = float32(math.Inf(-1))
+	}
+	return p
+}()
+
 //go:noescape
 func softmaxExpAVX2(x *float32, n int, m float32, acc *[8]float64)
 
@@ -280,19 +288,12 @@ func softmaxExpAVX2(x *float32, n int, m float32, acc *[8]float64)
 // it padded with values whose exponential is 0, so that every value's
 // bits are the kernel's and lane i%8 takes value i.
 func softmaxExpArch(x []float32, m float32, acc *[8]float64) {
-	if opsLevel != opsAVX2 && opsLevel != opsAVX512 {
-		softmaxExpGeneric(x, m, acc)
-		return
-	}
 	n := len(x) &^ 7
 	if n > 0 {
 		softmaxExpAVX2(&x[0], n, m, acc)
 	}
 	if n < len(x) {
-		var pad [8]float32
-		for i := range pad {
-			pad[i] = float32(math.Inf(-1))
-		}
+		pad := softmaxPad
 		copy(pad[:], x[n:])
 		softmaxExpAVX2(&pad[0], 8, m, acc)
 		copy(x[n:], pad[:])

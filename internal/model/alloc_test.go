@@ -2,10 +2,8 @@ package model
 
 import (
 	"math"
-	"path/filepath"
 	"testing"
 
-	"braid/internal/gguf"
 	"braid/internal/kernels"
 	"braid/internal/modelgen"
 	"braid/internal/quant"
@@ -17,25 +15,11 @@ import (
 func TestDecodeStepAllocs(t *testing.T) {
 	for _, arch := range []string{"llama", "qwen2", "qwen3", "qwen3moe"} {
 		t.Run(arch, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "m.gguf")
 			cfg := modelgen.Config{Arch: arch, Layers: 2, Embd: 64, FF: 128, Heads: 4, KVHeads: 2, Vocab: 300, Type: quant.Q8_0, Experts: 4, ExpertsUsed: 2}
 			if arch != "qwen3moe" {
 				cfg.Experts, cfg.ExpertsUsed = 0, 0
 			}
-			if err := modelgen.WriteFile(path, cfg); err != nil {
-				t.Fatal(err)
-			}
-			f, err := gguf.Open(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			pool := kernels.NewPool(2)
-			defer pool.Close()
-			m, err := New(f, pool, Options{MaxBatch: 8})
-			if err != nil {
-				t.Fatal(err)
-			}
+			m := bindGen(t, cfg, 8)
 			cache, err := m.NewCache(CacheSize{Positions: 512})
 			if err != nil {
 				t.Fatal(err)
@@ -71,22 +55,7 @@ func TestDecodeStepAllocs(t *testing.T) {
 // decode steps after it, with groups of 2 and 4 query heads per KV head.
 func TestAttentionPairsBits(t *testing.T) {
 	for _, kvh := range []int{4, 2} {
-		path := filepath.Join(t.TempDir(), "m.gguf")
-		cfg := modelgen.Config{Arch: "llama", Layers: 2, Embd: 128, FF: 128, Heads: 8, KVHeads: kvh, Vocab: 300, Type: quant.Q8_0}
-		if err := modelgen.WriteFile(path, cfg); err != nil {
-			t.Fatal(err)
-		}
-		f, err := gguf.Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		pool := kernels.NewPool(2)
-		defer pool.Close()
-		m, err := New(f, pool, Options{MaxBatch: 64})
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := bindGen(t, modelgen.Config{Arch: "llama", Layers: 2, Embd: 128, FF: 128, Heads: 8, KVHeads: kvh, Vocab: 300, Type: quant.Q8_0}, 64)
 		run := func(pairs bool) []float32 {
 			attnPairs = pairs
 			defer func() { attnPairs = true }()
@@ -121,4 +90,17 @@ func TestAttentionPairsBits(t *testing.T) {
 			}
 		}
 	}
+}
+
+// bindGen binds genModel's model of cfg on a pool of two threads, closed
+// when the test ends.
+func bindGen(t *testing.T, cfg modelgen.Config, maxBatch int) *Model {
+	t.Helper()
+	pool := kernels.NewPool(2)
+	t.Cleanup(pool.Close)
+	m, err := New(genModel(t, cfg), pool, Options{MaxBatch: maxBatch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }

@@ -291,23 +291,8 @@ func BenchmarkDeltaRule(b *testing.B) {
 // 40-token prompt step (the chunked form) allocate nothing once the
 // buffers have grown.
 func TestDeltaNetStepAllocs(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "m.gguf")
-	cfg := modelgen.Config{Arch: "qwen35", Layers: 4, Embd: 64, FF: 128, Heads: 4, KVHeads: 2, HeadDim: 16, RopeDim: 8, Vocab: 300,
-		Type: quant.Q8_0, SSMState: 16, SSMKeyHeads: 2, SSMValueHeads: 4, SSMConv: 4, FullAttnInterval: 4}
-	if err := modelgen.WriteFile(path, cfg); err != nil {
-		t.Fatal(err)
-	}
-	f, err := gguf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	pool := kernels.NewPool(2)
-	defer pool.Close()
-	m, err := New(f, pool, Options{MaxBatch: 64})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := bindGen(t, modelgen.Config{Arch: "qwen35", Layers: 4, Embd: 64, FF: 128, Heads: 4, KVHeads: 2, HeadDim: 16, RopeDim: 8, Vocab: 300,
+		Type: quant.Q8_0, SSMState: 16, SSMKeyHeads: 2, SSMValueHeads: 4, SSMConv: 4, FullAttnInterval: 4}, 64)
 	cache, err := m.NewCache(CacheSize{Positions: 512})
 	if err != nil {
 		t.Fatal(err)
