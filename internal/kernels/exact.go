@@ -9,13 +9,14 @@ package kernels
 //
 // Most kernels give those bits at about the tiles' cost. Some tiles
 // compute each column as the one-vector product does (dotImpl.exactTiles:
-// on AVX-512 the Q8_0-style 4x4 tiles, which follow the row dot); Q4_K,
-// Q5_K and Q6_K with AVX-512 VNNI, and Q4_K and Q6_K with AVX2, have a
+// on AVX-512 the Q8_0-style 4x4 tiles, which follow the row dot, and
+// Q6_K's, which are its dot-order kernel); Q4_K and Q5_K with AVX-512
+// VNNI, and Q4_K, Q5_K and Q6_K with AVX2, have a
 // second multi-column kernel in their row dot's arithmetic
 // (dotImpl.mmDot), which the bound selects; kernels without
 // tiles (F32, which has none so that a batch of steps keeps each
 // sequence's bits) use the row dot for every vector anyway. For the rest (F16, BF16,
-// MXFP4 with VBMI, the NEON K-quant tiles, Q5_K with AVX2) the bound makes the
+// MXFP4 with VBMI, the NEON K-quant tiles) the bound makes the
 // product run the row dot once per vector, each chunk of weight rows
 // staying in cache while the vectors pass, so the weights are still read
 // once. Larger products keep the tiles. 0 (the default) turns it off. Not

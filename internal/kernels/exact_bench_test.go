@@ -57,3 +57,44 @@ func BenchmarkExactVerify(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkExactTiles is what one rounding for every vector count would
+// cost a prompt: a product of n vectors by the tiles (SetExactColumns off)
+// against the dot-order kernel in passes of its column count (the bound
+// at n), on one thread, for the formats that still have both (Q6_K with
+// AVX-512 VNNI measured 1.09-1.12x its tiles here before its prompts
+// took the dot-order kernel).
+func BenchmarkExactTiles(b *testing.B) {
+	p := NewPool(1)
+	defer p.Close()
+	for _, typ := range []quant.Type{quant.Q4_K, quant.Q5_K, quant.Q6_K} {
+		impl := implFor(typ)
+		if impl.mmDot == nil || impl.mm == nil && impl.mmWide == nil || impl.exactTiles {
+			continue
+		}
+		w := benchMatrix(typ, 4096, 4096)
+		for _, n := range []int{8, 16, 64, 256} {
+			x := make([]float32, n*w.Cols)
+			rng := rand.New(rand.NewPCG(1, 1))
+			for i := range x {
+				x[i] = float32(rng.NormFloat64())
+			}
+			dst := make([]float32, n*w.Rows)
+			for _, bound := range []int{0, n} {
+				name := "tiles"
+				if bound > 0 {
+					name = "mmdot"
+				}
+				b.Run(fmt.Sprintf("%s/n=%d/%s", typ, n, name), func(b *testing.B) {
+					p.SetExactColumns(bound)
+					defer p.SetExactColumns(0)
+					p.MatMul(dst, w, x, n)
+					b.ResetTimer()
+					for i := 0; i < b.N; i++ {
+						p.MatMul(dst, w, x, n)
+					}
+				})
+			}
+		}
+	}
+}

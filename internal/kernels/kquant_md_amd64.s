@@ -130,8 +130,8 @@ DATA kqmdK4Hi<>+0(SB)/8, $0x3030303000000000
 DATA kqmdK4Hi<>+8(SB)/8, $0x3030303000000000
 GLOBL kqmdK4Hi<>(SB), RODATA|NOPTR, $16
 
-// func kqmdQ4KC1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int)
-TEXT ·kqmdQ4KC1(SB), NOSPLIT, $0-64
+// func kqmdQ4KC1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, acc *float32, flags int)
+TEXT ·kqmdQ4KC1(SB), NOSPLIT, $0-80
 	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
 	MOVQ ldx+24(FP), R10
@@ -153,8 +153,16 @@ kqmdQ4KC1_row:
 	MOVQ DX, SI
 	MOVQ x+16(FP), DI
 	MOVQ nb+48(FP), CX
+	MOVQ flags+72(FP), BX
+	TESTQ $1, BX
+	JNZ kqmdQ4KC1_resume
 	VPXORD Z20, Z20, Z20
 	VPXORD Z12, Z12, Z12
+	JMP kqmdQ4KC1_loop
+kqmdQ4KC1_resume:
+	MOVQ acc+64(FP), BX
+	VMOVUPS 0(BX), Z20
+	VMOVUPS 64(BX), Y12
 kqmdQ4KC1_loop:
 	VMOVDQU32 4(SI), X17
 	VPSHUFB kqmdK4Shuf<>(SB), X17, X17
@@ -203,6 +211,14 @@ kqmdQ4KC1_loop:
 	ADDQ $292, DI
 	DECQ CX
 	JNZ kqmdQ4KC1_loop
+	MOVQ flags+72(FP), BX
+	TESTQ $2, BX
+	JZ kqmdQ4KC1_reduce
+	MOVQ acc+64(FP), BX
+	VMOVUPS Z20, 0(BX)
+	VMOVUPS Y12, 64(BX)
+	JMP kqmdQ4KC1_next
+kqmdQ4KC1_reduce:
 	MOVQ AX, BX
 	VEXTRACTF64X4 $1, Z20, Y0
 	VADDPS Y0, Y20, Y0
@@ -214,6 +230,11 @@ kqmdQ4KC1_loop:
 	VMOVSHDUP X0, X1
 	VADDSS X1, X0, X0
 	VMOVSS X0, (BX)
+kqmdQ4KC1_next:
+	CMPQ flags+72(FP), $0
+	JEQ kqmdQ4KC1_step
+	ADDQ $96, acc+64(FP)
+kqmdQ4KC1_step:
 	ADDQ R8, DX
 	ADDQ $4, AX
 	DECQ R13
@@ -221,8 +242,8 @@ kqmdQ4KC1_loop:
 	VZEROUPPER
 	RET
 
-// func kqmdQ4KC2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int)
-TEXT ·kqmdQ4KC2(SB), NOSPLIT, $0-64
+// func kqmdQ4KC2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, acc *float32, flags int)
+TEXT ·kqmdQ4KC2(SB), NOSPLIT, $0-80
 	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
 	MOVQ ldx+24(FP), R10
@@ -244,10 +265,20 @@ kqmdQ4KC2_row:
 	MOVQ DX, SI
 	MOVQ x+16(FP), DI
 	MOVQ nb+48(FP), CX
+	MOVQ flags+72(FP), BX
+	TESTQ $1, BX
+	JNZ kqmdQ4KC2_resume
 	VPXORD Z20, Z20, Z20
 	VPXORD Z12, Z12, Z12
 	VPXORD Z21, Z21, Z21
 	VPXORD Z13, Z13, Z13
+	JMP kqmdQ4KC2_loop
+kqmdQ4KC2_resume:
+	MOVQ acc+64(FP), BX
+	VMOVUPS 0(BX), Z20
+	VMOVUPS 64(BX), Y12
+	VMOVUPS 96(BX), Z21
+	VMOVUPS 160(BX), Y13
 kqmdQ4KC2_loop:
 	VMOVDQU32 4(SI), X17
 	VPSHUFB kqmdK4Shuf<>(SB), X17, X17
@@ -311,6 +342,16 @@ kqmdQ4KC2_loop:
 	ADDQ $292, DI
 	DECQ CX
 	JNZ kqmdQ4KC2_loop
+	MOVQ flags+72(FP), BX
+	TESTQ $2, BX
+	JZ kqmdQ4KC2_reduce
+	MOVQ acc+64(FP), BX
+	VMOVUPS Z20, 0(BX)
+	VMOVUPS Y12, 64(BX)
+	VMOVUPS Z21, 96(BX)
+	VMOVUPS Y13, 160(BX)
+	JMP kqmdQ4KC2_next
+kqmdQ4KC2_reduce:
 	MOVQ AX, BX
 	VEXTRACTF64X4 $1, Z20, Y0
 	VADDPS Y0, Y20, Y0
@@ -333,6 +374,11 @@ kqmdQ4KC2_loop:
 	VMOVSHDUP X0, X1
 	VADDSS X1, X0, X0
 	VMOVSS X0, (BX)
+kqmdQ4KC2_next:
+	CMPQ flags+72(FP), $0
+	JEQ kqmdQ4KC2_step
+	ADDQ $192, acc+64(FP)
+kqmdQ4KC2_step:
 	ADDQ R8, DX
 	ADDQ $4, AX
 	DECQ R13
@@ -340,8 +386,8 @@ kqmdQ4KC2_loop:
 	VZEROUPPER
 	RET
 
-// func kqmdQ4KC3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int)
-TEXT ·kqmdQ4KC3(SB), NOSPLIT, $0-64
+// func kqmdQ4KC3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, acc *float32, flags int)
+TEXT ·kqmdQ4KC3(SB), NOSPLIT, $0-80
 	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
 	MOVQ ldx+24(FP), R10
@@ -363,12 +409,24 @@ kqmdQ4KC3_row:
 	MOVQ DX, SI
 	MOVQ x+16(FP), DI
 	MOVQ nb+48(FP), CX
+	MOVQ flags+72(FP), BX
+	TESTQ $1, BX
+	JNZ kqmdQ4KC3_resume
 	VPXORD Z20, Z20, Z20
 	VPXORD Z12, Z12, Z12
 	VPXORD Z21, Z21, Z21
 	VPXORD Z13, Z13, Z13
 	VPXORD Z22, Z22, Z22
 	VPXORD Z14, Z14, Z14
+	JMP kqmdQ4KC3_loop
+kqmdQ4KC3_resume:
+	MOVQ acc+64(FP), BX
+	VMOVUPS 0(BX), Z20
+	VMOVUPS 64(BX), Y12
+	VMOVUPS 96(BX), Z21
+	VMOVUPS 160(BX), Y13
+	VMOVUPS 192(BX), Z22
+	VMOVUPS 256(BX), Y14
 kqmdQ4KC3_loop:
 	VMOVDQU32 4(SI), X17
 	VPSHUFB kqmdK4Shuf<>(SB), X17, X17
@@ -447,6 +505,18 @@ kqmdQ4KC3_loop:
 	ADDQ $292, DI
 	DECQ CX
 	JNZ kqmdQ4KC3_loop
+	MOVQ flags+72(FP), BX
+	TESTQ $2, BX
+	JZ kqmdQ4KC3_reduce
+	MOVQ acc+64(FP), BX
+	VMOVUPS Z20, 0(BX)
+	VMOVUPS Y12, 64(BX)
+	VMOVUPS Z21, 96(BX)
+	VMOVUPS Y13, 160(BX)
+	VMOVUPS Z22, 192(BX)
+	VMOVUPS Y14, 256(BX)
+	JMP kqmdQ4KC3_next
+kqmdQ4KC3_reduce:
 	MOVQ AX, BX
 	VEXTRACTF64X4 $1, Z20, Y0
 	VADDPS Y0, Y20, Y0
@@ -480,6 +550,11 @@ kqmdQ4KC3_loop:
 	VMOVSHDUP X0, X1
 	VADDSS X1, X0, X0
 	VMOVSS X0, (BX)
+kqmdQ4KC3_next:
+	CMPQ flags+72(FP), $0
+	JEQ kqmdQ4KC3_step
+	ADDQ $288, acc+64(FP)
+kqmdQ4KC3_step:
 	ADDQ R8, DX
 	ADDQ $4, AX
 	DECQ R13
@@ -487,8 +562,8 @@ kqmdQ4KC3_loop:
 	VZEROUPPER
 	RET
 
-// func kqmdQ4KC4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int)
-TEXT ·kqmdQ4KC4(SB), NOSPLIT, $0-64
+// func kqmdQ4KC4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, acc *float32, flags int)
+TEXT ·kqmdQ4KC4(SB), NOSPLIT, $0-80
 	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
 	MOVQ ldx+24(FP), R10
@@ -510,6 +585,9 @@ kqmdQ4KC4_row:
 	MOVQ DX, SI
 	MOVQ x+16(FP), DI
 	MOVQ nb+48(FP), CX
+	MOVQ flags+72(FP), BX
+	TESTQ $1, BX
+	JNZ kqmdQ4KC4_resume
 	VPXORD Z20, Z20, Z20
 	VPXORD Z12, Z12, Z12
 	VPXORD Z21, Z21, Z21
@@ -518,6 +596,17 @@ kqmdQ4KC4_row:
 	VPXORD Z14, Z14, Z14
 	VPXORD Z23, Z23, Z23
 	VPXORD Z15, Z15, Z15
+	JMP kqmdQ4KC4_loop
+kqmdQ4KC4_resume:
+	MOVQ acc+64(FP), BX
+	VMOVUPS 0(BX), Z20
+	VMOVUPS 64(BX), Y12
+	VMOVUPS 96(BX), Z21
+	VMOVUPS 160(BX), Y13
+	VMOVUPS 192(BX), Z22
+	VMOVUPS 256(BX), Y14
+	VMOVUPS 288(BX), Z23
+	VMOVUPS 352(BX), Y15
 kqmdQ4KC4_loop:
 	VMOVDQU32 4(SI), X17
 	VPSHUFB kqmdK4Shuf<>(SB), X17, X17
@@ -611,6 +700,20 @@ kqmdQ4KC4_loop:
 	ADDQ $292, DI
 	DECQ CX
 	JNZ kqmdQ4KC4_loop
+	MOVQ flags+72(FP), BX
+	TESTQ $2, BX
+	JZ kqmdQ4KC4_reduce
+	MOVQ acc+64(FP), BX
+	VMOVUPS Z20, 0(BX)
+	VMOVUPS Y12, 64(BX)
+	VMOVUPS Z21, 96(BX)
+	VMOVUPS Y13, 160(BX)
+	VMOVUPS Z22, 192(BX)
+	VMOVUPS Y14, 256(BX)
+	VMOVUPS Z23, 288(BX)
+	VMOVUPS Y15, 352(BX)
+	JMP kqmdQ4KC4_next
+kqmdQ4KC4_reduce:
 	MOVQ AX, BX
 	VEXTRACTF64X4 $1, Z20, Y0
 	VADDPS Y0, Y20, Y0
@@ -655,6 +758,11 @@ kqmdQ4KC4_loop:
 	VMOVSHDUP X0, X1
 	VADDSS X1, X0, X0
 	VMOVSS X0, (BX)
+kqmdQ4KC4_next:
+	CMPQ flags+72(FP), $0
+	JEQ kqmdQ4KC4_step
+	ADDQ $384, acc+64(FP)
+kqmdQ4KC4_step:
 	ADDQ R8, DX
 	ADDQ $4, AX
 	DECQ R13
@@ -662,8 +770,8 @@ kqmdQ4KC4_loop:
 	VZEROUPPER
 	RET
 
-// func kqmdQ4KC5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int)
-TEXT ·kqmdQ4KC5(SB), NOSPLIT, $0-64
+// func kqmdQ4KC5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, acc *float32, flags int)
+TEXT ·kqmdQ4KC5(SB), NOSPLIT, $0-80
 	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
 	MOVQ ldx+24(FP), R10
@@ -686,6 +794,9 @@ kqmdQ4KC5_row:
 	MOVQ x+16(FP), DI
 	LEAQ (DI)(R10*4), R9
 	MOVQ nb+48(FP), CX
+	MOVQ flags+72(FP), BX
+	TESTQ $1, BX
+	JNZ kqmdQ4KC5_resume
 	VPXORD Z20, Z20, Z20
 	VPXORD Z12, Z12, Z12
 	VPXORD Z21, Z21, Z21
@@ -696,6 +807,19 @@ kqmdQ4KC5_row:
 	VPXORD Z15, Z15, Z15
 	VPXORD Z24, Z24, Z24
 	VPXORD Z16, Z16, Z16
+	JMP kqmdQ4KC5_loop
+kqmdQ4KC5_resume:
+	MOVQ acc+64(FP), BX
+	VMOVUPS 0(BX), Z20
+	VMOVUPS 64(BX), Y12
+	VMOVUPS 96(BX), Z21
+	VMOVUPS 160(BX), Y13
+	VMOVUPS 192(BX), Z22
+	VMOVUPS 256(BX), Y14
+	VMOVUPS 288(BX), Z23
+	VMOVUPS 352(BX), Y15
+	VMOVUPS 384(BX), Z24
+	VMOVUPS 448(BX), Y16
 kqmdQ4KC5_loop:
 	VMOVDQU32 4(SI), X17
 	VPSHUFB kqmdK4Shuf<>(SB), X17, X17
@@ -805,6 +929,22 @@ kqmdQ4KC5_loop:
 	ADDQ $292, R9
 	DECQ CX
 	JNZ kqmdQ4KC5_loop
+	MOVQ flags+72(FP), BX
+	TESTQ $2, BX
+	JZ kqmdQ4KC5_reduce
+	MOVQ acc+64(FP), BX
+	VMOVUPS Z20, 0(BX)
+	VMOVUPS Y12, 64(BX)
+	VMOVUPS Z21, 96(BX)
+	VMOVUPS Y13, 160(BX)
+	VMOVUPS Z22, 192(BX)
+	VMOVUPS Y14, 256(BX)
+	VMOVUPS Z23, 288(BX)
+	VMOVUPS Y15, 352(BX)
+	VMOVUPS Z24, 384(BX)
+	VMOVUPS Y16, 448(BX)
+	JMP kqmdQ4KC5_next
+kqmdQ4KC5_reduce:
 	MOVQ AX, BX
 	VEXTRACTF64X4 $1, Z20, Y0
 	VADDPS Y0, Y20, Y0
@@ -860,6 +1000,11 @@ kqmdQ4KC5_loop:
 	VMOVSHDUP X0, X1
 	VADDSS X1, X0, X0
 	VMOVSS X0, (BX)
+kqmdQ4KC5_next:
+	CMPQ flags+72(FP), $0
+	JEQ kqmdQ4KC5_step
+	ADDQ $480, acc+64(FP)
+kqmdQ4KC5_step:
 	ADDQ R8, DX
 	ADDQ $4, AX
 	DECQ R13
@@ -867,8 +1012,8 @@ kqmdQ4KC5_loop:
 	VZEROUPPER
 	RET
 
-// func kqmdQ6KC1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int)
-TEXT ·kqmdQ6KC1(SB), NOSPLIT, $0-64
+// func kqmdQ6KC1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, acc *float32, flags int)
+TEXT ·kqmdQ6KC1(SB), NOSPLIT, $0-80
 	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
 	MOVQ ldx+24(FP), R10
@@ -889,7 +1034,14 @@ kqmdQ6KC1_row:
 	MOVQ DX, SI
 	MOVQ x+16(FP), DI
 	MOVQ nb+48(FP), CX
+	MOVQ flags+72(FP), BX
+	TESTQ $1, BX
+	JNZ kqmdQ6KC1_resume
 	VPXORD Z16, Z16, Z16
+	JMP kqmdQ6KC1_loop
+kqmdQ6KC1_resume:
+	MOVQ acc+64(FP), BX
+	VMOVUPS 0(BX), Z16
 kqmdQ6KC1_loop:
 	VPMOVSXBW 192(SI), Y4
 	VPERMW Z4, Z24, Z5
@@ -937,6 +1089,13 @@ kqmdQ6KC1_loop:
 	DECQ CX
 	JNZ kqmdQ6KC1_loop
 	VPXORD Z2, Z2, Z2
+	MOVQ flags+72(FP), BX
+	TESTQ $2, BX
+	JZ kqmdQ6KC1_reduce
+	MOVQ acc+64(FP), BX
+	VMOVUPS Z16, 0(BX)
+	JMP kqmdQ6KC1_next
+kqmdQ6KC1_reduce:
 	MOVQ AX, BX
 	VEXTRACTF64X4 $1, Z16, Y0
 	VADDPS Y0, Y16, Y0
@@ -948,6 +1107,11 @@ kqmdQ6KC1_loop:
 	VMOVSHDUP X0, X1
 	VADDSS X1, X0, X0
 	VMOVSS X0, (BX)
+kqmdQ6KC1_next:
+	CMPQ flags+72(FP), $0
+	JEQ kqmdQ6KC1_step
+	ADDQ $96, acc+64(FP)
+kqmdQ6KC1_step:
 	ADDQ R8, DX
 	ADDQ $4, AX
 	DECQ R13
@@ -955,8 +1119,8 @@ kqmdQ6KC1_loop:
 	VZEROUPPER
 	RET
 
-// func kqmdQ6KC2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int)
-TEXT ·kqmdQ6KC2(SB), NOSPLIT, $0-64
+// func kqmdQ6KC2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, acc *float32, flags int)
+TEXT ·kqmdQ6KC2(SB), NOSPLIT, $0-80
 	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
 	MOVQ ldx+24(FP), R10
@@ -977,8 +1141,16 @@ kqmdQ6KC2_row:
 	MOVQ DX, SI
 	MOVQ x+16(FP), DI
 	MOVQ nb+48(FP), CX
+	MOVQ flags+72(FP), BX
+	TESTQ $1, BX
+	JNZ kqmdQ6KC2_resume
 	VPXORD Z16, Z16, Z16
 	VPXORD Z17, Z17, Z17
+	JMP kqmdQ6KC2_loop
+kqmdQ6KC2_resume:
+	MOVQ acc+64(FP), BX
+	VMOVUPS 0(BX), Z16
+	VMOVUPS 96(BX), Z17
 kqmdQ6KC2_loop:
 	VPMOVSXBW 192(SI), Y4
 	VPERMW Z4, Z24, Z5
@@ -1040,6 +1212,14 @@ kqmdQ6KC2_loop:
 	DECQ CX
 	JNZ kqmdQ6KC2_loop
 	VPXORD Z2, Z2, Z2
+	MOVQ flags+72(FP), BX
+	TESTQ $2, BX
+	JZ kqmdQ6KC2_reduce
+	MOVQ acc+64(FP), BX
+	VMOVUPS Z16, 0(BX)
+	VMOVUPS Z17, 96(BX)
+	JMP kqmdQ6KC2_next
+kqmdQ6KC2_reduce:
 	MOVQ AX, BX
 	VEXTRACTF64X4 $1, Z16, Y0
 	VADDPS Y0, Y16, Y0
@@ -1062,6 +1242,11 @@ kqmdQ6KC2_loop:
 	VMOVSHDUP X0, X1
 	VADDSS X1, X0, X0
 	VMOVSS X0, (BX)
+kqmdQ6KC2_next:
+	CMPQ flags+72(FP), $0
+	JEQ kqmdQ6KC2_step
+	ADDQ $192, acc+64(FP)
+kqmdQ6KC2_step:
 	ADDQ R8, DX
 	ADDQ $4, AX
 	DECQ R13
@@ -1069,8 +1254,8 @@ kqmdQ6KC2_loop:
 	VZEROUPPER
 	RET
 
-// func kqmdQ6KC3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int)
-TEXT ·kqmdQ6KC3(SB), NOSPLIT, $0-64
+// func kqmdQ6KC3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, acc *float32, flags int)
+TEXT ·kqmdQ6KC3(SB), NOSPLIT, $0-80
 	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
 	MOVQ ldx+24(FP), R10
@@ -1091,9 +1276,18 @@ kqmdQ6KC3_row:
 	MOVQ DX, SI
 	MOVQ x+16(FP), DI
 	MOVQ nb+48(FP), CX
+	MOVQ flags+72(FP), BX
+	TESTQ $1, BX
+	JNZ kqmdQ6KC3_resume
 	VPXORD Z16, Z16, Z16
 	VPXORD Z17, Z17, Z17
 	VPXORD Z18, Z18, Z18
+	JMP kqmdQ6KC3_loop
+kqmdQ6KC3_resume:
+	MOVQ acc+64(FP), BX
+	VMOVUPS 0(BX), Z16
+	VMOVUPS 96(BX), Z17
+	VMOVUPS 192(BX), Z18
 kqmdQ6KC3_loop:
 	VPMOVSXBW 192(SI), Y4
 	VPERMW Z4, Z24, Z5
@@ -1169,6 +1363,15 @@ kqmdQ6KC3_loop:
 	DECQ CX
 	JNZ kqmdQ6KC3_loop
 	VPXORD Z2, Z2, Z2
+	MOVQ flags+72(FP), BX
+	TESTQ $2, BX
+	JZ kqmdQ6KC3_reduce
+	MOVQ acc+64(FP), BX
+	VMOVUPS Z16, 0(BX)
+	VMOVUPS Z17, 96(BX)
+	VMOVUPS Z18, 192(BX)
+	JMP kqmdQ6KC3_next
+kqmdQ6KC3_reduce:
 	MOVQ AX, BX
 	VEXTRACTF64X4 $1, Z16, Y0
 	VADDPS Y0, Y16, Y0
@@ -1202,6 +1405,11 @@ kqmdQ6KC3_loop:
 	VMOVSHDUP X0, X1
 	VADDSS X1, X0, X0
 	VMOVSS X0, (BX)
+kqmdQ6KC3_next:
+	CMPQ flags+72(FP), $0
+	JEQ kqmdQ6KC3_step
+	ADDQ $288, acc+64(FP)
+kqmdQ6KC3_step:
 	ADDQ R8, DX
 	ADDQ $4, AX
 	DECQ R13
@@ -1209,8 +1417,8 @@ kqmdQ6KC3_loop:
 	VZEROUPPER
 	RET
 
-// func kqmdQ6KC4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int)
-TEXT ·kqmdQ6KC4(SB), NOSPLIT, $0-64
+// func kqmdQ6KC4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, acc *float32, flags int)
+TEXT ·kqmdQ6KC4(SB), NOSPLIT, $0-80
 	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
 	MOVQ ldx+24(FP), R10
@@ -1231,10 +1439,20 @@ kqmdQ6KC4_row:
 	MOVQ DX, SI
 	MOVQ x+16(FP), DI
 	MOVQ nb+48(FP), CX
+	MOVQ flags+72(FP), BX
+	TESTQ $1, BX
+	JNZ kqmdQ6KC4_resume
 	VPXORD Z16, Z16, Z16
 	VPXORD Z17, Z17, Z17
 	VPXORD Z18, Z18, Z18
 	VPXORD Z19, Z19, Z19
+	JMP kqmdQ6KC4_loop
+kqmdQ6KC4_resume:
+	MOVQ acc+64(FP), BX
+	VMOVUPS 0(BX), Z16
+	VMOVUPS 96(BX), Z17
+	VMOVUPS 192(BX), Z18
+	VMOVUPS 288(BX), Z19
 kqmdQ6KC4_loop:
 	VPMOVSXBW 192(SI), Y4
 	VPERMW Z4, Z24, Z5
@@ -1324,6 +1542,16 @@ kqmdQ6KC4_loop:
 	DECQ CX
 	JNZ kqmdQ6KC4_loop
 	VPXORD Z2, Z2, Z2
+	MOVQ flags+72(FP), BX
+	TESTQ $2, BX
+	JZ kqmdQ6KC4_reduce
+	MOVQ acc+64(FP), BX
+	VMOVUPS Z16, 0(BX)
+	VMOVUPS Z17, 96(BX)
+	VMOVUPS Z18, 192(BX)
+	VMOVUPS Z19, 288(BX)
+	JMP kqmdQ6KC4_next
+kqmdQ6KC4_reduce:
 	MOVQ AX, BX
 	VEXTRACTF64X4 $1, Z16, Y0
 	VADDPS Y0, Y16, Y0
@@ -1368,6 +1596,11 @@ kqmdQ6KC4_loop:
 	VMOVSHDUP X0, X1
 	VADDSS X1, X0, X0
 	VMOVSS X0, (BX)
+kqmdQ6KC4_next:
+	CMPQ flags+72(FP), $0
+	JEQ kqmdQ6KC4_step
+	ADDQ $384, acc+64(FP)
+kqmdQ6KC4_step:
 	ADDQ R8, DX
 	ADDQ $4, AX
 	DECQ R13
@@ -1375,8 +1608,8 @@ kqmdQ6KC4_loop:
 	VZEROUPPER
 	RET
 
-// func kqmdQ6KC5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int)
-TEXT ·kqmdQ6KC5(SB), NOSPLIT, $0-64
+// func kqmdQ6KC5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, acc *float32, flags int)
+TEXT ·kqmdQ6KC5(SB), NOSPLIT, $0-80
 	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
 	MOVQ ldx+24(FP), R10
@@ -1398,11 +1631,22 @@ kqmdQ6KC5_row:
 	MOVQ x+16(FP), DI
 	LEAQ (DI)(R10*4), R9
 	MOVQ nb+48(FP), CX
+	MOVQ flags+72(FP), BX
+	TESTQ $1, BX
+	JNZ kqmdQ6KC5_resume
 	VPXORD Z16, Z16, Z16
 	VPXORD Z17, Z17, Z17
 	VPXORD Z18, Z18, Z18
 	VPXORD Z19, Z19, Z19
 	VPXORD Z20, Z20, Z20
+	JMP kqmdQ6KC5_loop
+kqmdQ6KC5_resume:
+	MOVQ acc+64(FP), BX
+	VMOVUPS 0(BX), Z16
+	VMOVUPS 96(BX), Z17
+	VMOVUPS 192(BX), Z18
+	VMOVUPS 288(BX), Z19
+	VMOVUPS 384(BX), Z20
 kqmdQ6KC5_loop:
 	VPMOVSXBW 192(SI), Y4
 	VPERMW Z4, Z24, Z5
@@ -1507,6 +1751,17 @@ kqmdQ6KC5_loop:
 	DECQ CX
 	JNZ kqmdQ6KC5_loop
 	VPXORD Z2, Z2, Z2
+	MOVQ flags+72(FP), BX
+	TESTQ $2, BX
+	JZ kqmdQ6KC5_reduce
+	MOVQ acc+64(FP), BX
+	VMOVUPS Z16, 0(BX)
+	VMOVUPS Z17, 96(BX)
+	VMOVUPS Z18, 192(BX)
+	VMOVUPS Z19, 288(BX)
+	VMOVUPS Z20, 384(BX)
+	JMP kqmdQ6KC5_next
+kqmdQ6KC5_reduce:
 	MOVQ AX, BX
 	VEXTRACTF64X4 $1, Z16, Y0
 	VADDPS Y0, Y16, Y0
@@ -1562,6 +1817,11 @@ kqmdQ6KC5_loop:
 	VMOVSHDUP X0, X1
 	VADDSS X1, X0, X0
 	VMOVSS X0, (BX)
+kqmdQ6KC5_next:
+	CMPQ flags+72(FP), $0
+	JEQ kqmdQ6KC5_step
+	ADDQ $480, acc+64(FP)
+kqmdQ6KC5_step:
 	ADDQ R8, DX
 	ADDQ $4, AX
 	DECQ R13
@@ -1569,8 +1829,8 @@ kqmdQ6KC5_loop:
 	VZEROUPPER
 	RET
 
-// func kqmdQ6KC6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int)
-TEXT ·kqmdQ6KC6(SB), NOSPLIT, $0-64
+// func kqmdQ6KC6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, acc *float32, flags int)
+TEXT ·kqmdQ6KC6(SB), NOSPLIT, $0-80
 	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
 	MOVQ ldx+24(FP), R10
@@ -1592,12 +1852,24 @@ kqmdQ6KC6_row:
 	MOVQ x+16(FP), DI
 	LEAQ (DI)(R10*4), R9
 	MOVQ nb+48(FP), CX
+	MOVQ flags+72(FP), BX
+	TESTQ $1, BX
+	JNZ kqmdQ6KC6_resume
 	VPXORD Z16, Z16, Z16
 	VPXORD Z17, Z17, Z17
 	VPXORD Z18, Z18, Z18
 	VPXORD Z19, Z19, Z19
 	VPXORD Z20, Z20, Z20
 	VPXORD Z21, Z21, Z21
+	JMP kqmdQ6KC6_loop
+kqmdQ6KC6_resume:
+	MOVQ acc+64(FP), BX
+	VMOVUPS 0(BX), Z16
+	VMOVUPS 96(BX), Z17
+	VMOVUPS 192(BX), Z18
+	VMOVUPS 288(BX), Z19
+	VMOVUPS 384(BX), Z20
+	VMOVUPS 480(BX), Z21
 kqmdQ6KC6_loop:
 	VPMOVSXBW 192(SI), Y4
 	VPERMW Z4, Z24, Z5
@@ -1716,6 +1988,18 @@ kqmdQ6KC6_loop:
 	DECQ CX
 	JNZ kqmdQ6KC6_loop
 	VPXORD Z2, Z2, Z2
+	MOVQ flags+72(FP), BX
+	TESTQ $2, BX
+	JZ kqmdQ6KC6_reduce
+	MOVQ acc+64(FP), BX
+	VMOVUPS Z16, 0(BX)
+	VMOVUPS Z17, 96(BX)
+	VMOVUPS Z18, 192(BX)
+	VMOVUPS Z19, 288(BX)
+	VMOVUPS Z20, 384(BX)
+	VMOVUPS Z21, 480(BX)
+	JMP kqmdQ6KC6_next
+kqmdQ6KC6_reduce:
 	MOVQ AX, BX
 	VEXTRACTF64X4 $1, Z16, Y0
 	VADDPS Y0, Y16, Y0
@@ -1782,6 +2066,11 @@ kqmdQ6KC6_loop:
 	VMOVSHDUP X0, X1
 	VADDSS X1, X0, X0
 	VMOVSS X0, (BX)
+kqmdQ6KC6_next:
+	CMPQ flags+72(FP), $0
+	JEQ kqmdQ6KC6_step
+	ADDQ $576, acc+64(FP)
+kqmdQ6KC6_step:
 	ADDQ R8, DX
 	ADDQ $4, AX
 	DECQ R13
@@ -1789,8 +2078,8 @@ kqmdQ6KC6_loop:
 	VZEROUPPER
 	RET
 
-// func kqmdQ6KC7(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int)
-TEXT ·kqmdQ6KC7(SB), NOSPLIT, $0-64
+// func kqmdQ6KC7(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, acc *float32, flags int)
+TEXT ·kqmdQ6KC7(SB), NOSPLIT, $0-80
 	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
 	MOVQ ldx+24(FP), R10
@@ -1812,6 +2101,9 @@ kqmdQ6KC7_row:
 	MOVQ x+16(FP), DI
 	LEAQ (DI)(R10*4), R9
 	MOVQ nb+48(FP), CX
+	MOVQ flags+72(FP), BX
+	TESTQ $1, BX
+	JNZ kqmdQ6KC7_resume
 	VPXORD Z16, Z16, Z16
 	VPXORD Z17, Z17, Z17
 	VPXORD Z18, Z18, Z18
@@ -1819,6 +2111,16 @@ kqmdQ6KC7_row:
 	VPXORD Z20, Z20, Z20
 	VPXORD Z21, Z21, Z21
 	VPXORD Z22, Z22, Z22
+	JMP kqmdQ6KC7_loop
+kqmdQ6KC7_resume:
+	MOVQ acc+64(FP), BX
+	VMOVUPS 0(BX), Z16
+	VMOVUPS 96(BX), Z17
+	VMOVUPS 192(BX), Z18
+	VMOVUPS 288(BX), Z19
+	VMOVUPS 384(BX), Z20
+	VMOVUPS 480(BX), Z21
+	VMOVUPS 576(BX), Z22
 kqmdQ6KC7_loop:
 	VPMOVSXBW 192(SI), Y4
 	VPERMW Z4, Z24, Z5
@@ -1951,6 +2253,19 @@ kqmdQ6KC7_loop:
 	DECQ CX
 	JNZ kqmdQ6KC7_loop
 	VPXORD Z2, Z2, Z2
+	MOVQ flags+72(FP), BX
+	TESTQ $2, BX
+	JZ kqmdQ6KC7_reduce
+	MOVQ acc+64(FP), BX
+	VMOVUPS Z16, 0(BX)
+	VMOVUPS Z17, 96(BX)
+	VMOVUPS Z18, 192(BX)
+	VMOVUPS Z19, 288(BX)
+	VMOVUPS Z20, 384(BX)
+	VMOVUPS Z21, 480(BX)
+	VMOVUPS Z22, 576(BX)
+	JMP kqmdQ6KC7_next
+kqmdQ6KC7_reduce:
 	MOVQ AX, BX
 	VEXTRACTF64X4 $1, Z16, Y0
 	VADDPS Y0, Y16, Y0
@@ -2028,6 +2343,11 @@ kqmdQ6KC7_loop:
 	VMOVSHDUP X0, X1
 	VADDSS X1, X0, X0
 	VMOVSS X0, (BX)
+kqmdQ6KC7_next:
+	CMPQ flags+72(FP), $0
+	JEQ kqmdQ6KC7_step
+	ADDQ $672, acc+64(FP)
+kqmdQ6KC7_step:
 	ADDQ R8, DX
 	ADDQ $4, AX
 	DECQ R13
@@ -2035,8 +2355,8 @@ kqmdQ6KC7_loop:
 	VZEROUPPER
 	RET
 
-// func kqmdQ6KC8(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int)
-TEXT ·kqmdQ6KC8(SB), NOSPLIT, $0-64
+// func kqmdQ6KC8(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, acc *float32, flags int)
+TEXT ·kqmdQ6KC8(SB), NOSPLIT, $0-80
 	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
 	MOVQ ldx+24(FP), R10
@@ -2058,6 +2378,9 @@ kqmdQ6KC8_row:
 	MOVQ x+16(FP), DI
 	LEAQ (DI)(R10*4), R9
 	MOVQ nb+48(FP), CX
+	MOVQ flags+72(FP), BX
+	TESTQ $1, BX
+	JNZ kqmdQ6KC8_resume
 	VPXORD Z16, Z16, Z16
 	VPXORD Z17, Z17, Z17
 	VPXORD Z18, Z18, Z18
@@ -2066,6 +2389,17 @@ kqmdQ6KC8_row:
 	VPXORD Z21, Z21, Z21
 	VPXORD Z22, Z22, Z22
 	VPXORD Z23, Z23, Z23
+	JMP kqmdQ6KC8_loop
+kqmdQ6KC8_resume:
+	MOVQ acc+64(FP), BX
+	VMOVUPS 0(BX), Z16
+	VMOVUPS 96(BX), Z17
+	VMOVUPS 192(BX), Z18
+	VMOVUPS 288(BX), Z19
+	VMOVUPS 384(BX), Z20
+	VMOVUPS 480(BX), Z21
+	VMOVUPS 576(BX), Z22
+	VMOVUPS 672(BX), Z23
 kqmdQ6KC8_loop:
 	VPMOVSXBW 192(SI), Y4
 	VPERMW Z4, Z24, Z5
@@ -2212,6 +2546,20 @@ kqmdQ6KC8_loop:
 	DECQ CX
 	JNZ kqmdQ6KC8_loop
 	VPXORD Z2, Z2, Z2
+	MOVQ flags+72(FP), BX
+	TESTQ $2, BX
+	JZ kqmdQ6KC8_reduce
+	MOVQ acc+64(FP), BX
+	VMOVUPS Z16, 0(BX)
+	VMOVUPS Z17, 96(BX)
+	VMOVUPS Z18, 192(BX)
+	VMOVUPS Z19, 288(BX)
+	VMOVUPS Z20, 384(BX)
+	VMOVUPS Z21, 480(BX)
+	VMOVUPS Z22, 576(BX)
+	VMOVUPS Z23, 672(BX)
+	JMP kqmdQ6KC8_next
+kqmdQ6KC8_reduce:
 	MOVQ AX, BX
 	VEXTRACTF64X4 $1, Z16, Y0
 	VADDPS Y0, Y16, Y0
@@ -2300,6 +2648,11 @@ kqmdQ6KC8_loop:
 	VMOVSHDUP X0, X1
 	VADDSS X1, X0, X0
 	VMOVSS X0, (BX)
+kqmdQ6KC8_next:
+	CMPQ flags+72(FP), $0
+	JEQ kqmdQ6KC8_step
+	ADDQ $768, acc+64(FP)
+kqmdQ6KC8_step:
 	ADDQ R8, DX
 	ADDQ $4, AX
 	DECQ R13
@@ -2307,8 +2660,8 @@ kqmdQ6KC8_loop:
 	VZEROUPPER
 	RET
 
-// func kqmdQ5KC1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int)
-TEXT ·kqmdQ5KC1(SB), NOSPLIT, $0-64
+// func kqmdQ5KC1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, acc *float32, flags int)
+TEXT ·kqmdQ5KC1(SB), NOSPLIT, $0-80
 	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
 	MOVQ ldx+24(FP), R10
@@ -2330,8 +2683,16 @@ kqmdQ5KC1_row:
 	MOVQ DX, SI
 	MOVQ x+16(FP), DI
 	MOVQ nb+48(FP), CX
+	MOVQ flags+72(FP), BX
+	TESTQ $1, BX
+	JNZ kqmdQ5KC1_resume
 	VPXORD Z20, Z20, Z20
 	VPXORD Z12, Z12, Z12
+	JMP kqmdQ5KC1_loop
+kqmdQ5KC1_resume:
+	MOVQ acc+64(FP), BX
+	VMOVUPS 0(BX), Z20
+	VMOVUPS 64(BX), Y12
 kqmdQ5KC1_loop:
 	VMOVDQU32 4(SI), X17
 	VPSHUFB kqmdK4Shuf<>(SB), X17, X17
@@ -2394,6 +2755,14 @@ kqmdQ5KC1_loop:
 	ADDQ $292, DI
 	DECQ CX
 	JNZ kqmdQ5KC1_loop
+	MOVQ flags+72(FP), BX
+	TESTQ $2, BX
+	JZ kqmdQ5KC1_reduce
+	MOVQ acc+64(FP), BX
+	VMOVUPS Z20, 0(BX)
+	VMOVUPS Y12, 64(BX)
+	JMP kqmdQ5KC1_next
+kqmdQ5KC1_reduce:
 	MOVQ AX, BX
 	VEXTRACTF64X4 $1, Z20, Y0
 	VADDPS Y0, Y20, Y0
@@ -2405,6 +2774,11 @@ kqmdQ5KC1_loop:
 	VMOVSHDUP X0, X1
 	VADDSS X1, X0, X0
 	VMOVSS X0, (BX)
+kqmdQ5KC1_next:
+	CMPQ flags+72(FP), $0
+	JEQ kqmdQ5KC1_step
+	ADDQ $96, acc+64(FP)
+kqmdQ5KC1_step:
 	ADDQ R8, DX
 	ADDQ $4, AX
 	DECQ R13
@@ -2412,8 +2786,8 @@ kqmdQ5KC1_loop:
 	VZEROUPPER
 	RET
 
-// func kqmdQ5KC2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int)
-TEXT ·kqmdQ5KC2(SB), NOSPLIT, $0-64
+// func kqmdQ5KC2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, acc *float32, flags int)
+TEXT ·kqmdQ5KC2(SB), NOSPLIT, $0-80
 	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
 	MOVQ ldx+24(FP), R10
@@ -2435,10 +2809,20 @@ kqmdQ5KC2_row:
 	MOVQ DX, SI
 	MOVQ x+16(FP), DI
 	MOVQ nb+48(FP), CX
+	MOVQ flags+72(FP), BX
+	TESTQ $1, BX
+	JNZ kqmdQ5KC2_resume
 	VPXORD Z20, Z20, Z20
 	VPXORD Z12, Z12, Z12
 	VPXORD Z21, Z21, Z21
 	VPXORD Z13, Z13, Z13
+	JMP kqmdQ5KC2_loop
+kqmdQ5KC2_resume:
+	MOVQ acc+64(FP), BX
+	VMOVUPS 0(BX), Z20
+	VMOVUPS 64(BX), Y12
+	VMOVUPS 96(BX), Z21
+	VMOVUPS 160(BX), Y13
 kqmdQ5KC2_loop:
 	VMOVDQU32 4(SI), X17
 	VPSHUFB kqmdK4Shuf<>(SB), X17, X17
@@ -2524,6 +2908,16 @@ kqmdQ5KC2_loop:
 	ADDQ $292, DI
 	DECQ CX
 	JNZ kqmdQ5KC2_loop
+	MOVQ flags+72(FP), BX
+	TESTQ $2, BX
+	JZ kqmdQ5KC2_reduce
+	MOVQ acc+64(FP), BX
+	VMOVUPS Z20, 0(BX)
+	VMOVUPS Y12, 64(BX)
+	VMOVUPS Z21, 96(BX)
+	VMOVUPS Y13, 160(BX)
+	JMP kqmdQ5KC2_next
+kqmdQ5KC2_reduce:
 	MOVQ AX, BX
 	VEXTRACTF64X4 $1, Z20, Y0
 	VADDPS Y0, Y20, Y0
@@ -2546,6 +2940,11 @@ kqmdQ5KC2_loop:
 	VMOVSHDUP X0, X1
 	VADDSS X1, X0, X0
 	VMOVSS X0, (BX)
+kqmdQ5KC2_next:
+	CMPQ flags+72(FP), $0
+	JEQ kqmdQ5KC2_step
+	ADDQ $192, acc+64(FP)
+kqmdQ5KC2_step:
 	ADDQ R8, DX
 	ADDQ $4, AX
 	DECQ R13
@@ -2553,8 +2952,8 @@ kqmdQ5KC2_loop:
 	VZEROUPPER
 	RET
 
-// func kqmdQ5KC3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int)
-TEXT ·kqmdQ5KC3(SB), NOSPLIT, $0-64
+// func kqmdQ5KC3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, acc *float32, flags int)
+TEXT ·kqmdQ5KC3(SB), NOSPLIT, $0-80
 	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
 	MOVQ ldx+24(FP), R10
@@ -2576,12 +2975,24 @@ kqmdQ5KC3_row:
 	MOVQ DX, SI
 	MOVQ x+16(FP), DI
 	MOVQ nb+48(FP), CX
+	MOVQ flags+72(FP), BX
+	TESTQ $1, BX
+	JNZ kqmdQ5KC3_resume
 	VPXORD Z20, Z20, Z20
 	VPXORD Z12, Z12, Z12
 	VPXORD Z21, Z21, Z21
 	VPXORD Z13, Z13, Z13
 	VPXORD Z22, Z22, Z22
 	VPXORD Z14, Z14, Z14
+	JMP kqmdQ5KC3_loop
+kqmdQ5KC3_resume:
+	MOVQ acc+64(FP), BX
+	VMOVUPS 0(BX), Z20
+	VMOVUPS 64(BX), Y12
+	VMOVUPS 96(BX), Z21
+	VMOVUPS 160(BX), Y13
+	VMOVUPS 192(BX), Z22
+	VMOVUPS 256(BX), Y14
 kqmdQ5KC3_loop:
 	VMOVDQU32 4(SI), X17
 	VPSHUFB kqmdK4Shuf<>(SB), X17, X17
@@ -2690,6 +3101,18 @@ kqmdQ5KC3_loop:
 	ADDQ $292, DI
 	DECQ CX
 	JNZ kqmdQ5KC3_loop
+	MOVQ flags+72(FP), BX
+	TESTQ $2, BX
+	JZ kqmdQ5KC3_reduce
+	MOVQ acc+64(FP), BX
+	VMOVUPS Z20, 0(BX)
+	VMOVUPS Y12, 64(BX)
+	VMOVUPS Z21, 96(BX)
+	VMOVUPS Y13, 160(BX)
+	VMOVUPS Z22, 192(BX)
+	VMOVUPS Y14, 256(BX)
+	JMP kqmdQ5KC3_next
+kqmdQ5KC3_reduce:
 	MOVQ AX, BX
 	VEXTRACTF64X4 $1, Z20, Y0
 	VADDPS Y0, Y20, Y0
@@ -2723,6 +3146,11 @@ kqmdQ5KC3_loop:
 	VMOVSHDUP X0, X1
 	VADDSS X1, X0, X0
 	VMOVSS X0, (BX)
+kqmdQ5KC3_next:
+	CMPQ flags+72(FP), $0
+	JEQ kqmdQ5KC3_step
+	ADDQ $288, acc+64(FP)
+kqmdQ5KC3_step:
 	ADDQ R8, DX
 	ADDQ $4, AX
 	DECQ R13
@@ -2730,8 +3158,8 @@ kqmdQ5KC3_loop:
 	VZEROUPPER
 	RET
 
-// func kqmdQ5KC4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int)
-TEXT ·kqmdQ5KC4(SB), NOSPLIT, $0-64
+// func kqmdQ5KC4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, acc *float32, flags int)
+TEXT ·kqmdQ5KC4(SB), NOSPLIT, $0-80
 	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
 	MOVQ ldx+24(FP), R10
@@ -2753,6 +3181,9 @@ kqmdQ5KC4_row:
 	MOVQ DX, SI
 	MOVQ x+16(FP), DI
 	MOVQ nb+48(FP), CX
+	MOVQ flags+72(FP), BX
+	TESTQ $1, BX
+	JNZ kqmdQ5KC4_resume
 	VPXORD Z20, Z20, Z20
 	VPXORD Z12, Z12, Z12
 	VPXORD Z21, Z21, Z21
@@ -2761,6 +3192,17 @@ kqmdQ5KC4_row:
 	VPXORD Z14, Z14, Z14
 	VPXORD Z23, Z23, Z23
 	VPXORD Z15, Z15, Z15
+	JMP kqmdQ5KC4_loop
+kqmdQ5KC4_resume:
+	MOVQ acc+64(FP), BX
+	VMOVUPS 0(BX), Z20
+	VMOVUPS 64(BX), Y12
+	VMOVUPS 96(BX), Z21
+	VMOVUPS 160(BX), Y13
+	VMOVUPS 192(BX), Z22
+	VMOVUPS 256(BX), Y14
+	VMOVUPS 288(BX), Z23
+	VMOVUPS 352(BX), Y15
 kqmdQ5KC4_loop:
 	VMOVDQU32 4(SI), X17
 	VPSHUFB kqmdK4Shuf<>(SB), X17, X17
@@ -2892,6 +3334,20 @@ kqmdQ5KC4_loop:
 	ADDQ $292, DI
 	DECQ CX
 	JNZ kqmdQ5KC4_loop
+	MOVQ flags+72(FP), BX
+	TESTQ $2, BX
+	JZ kqmdQ5KC4_reduce
+	MOVQ acc+64(FP), BX
+	VMOVUPS Z20, 0(BX)
+	VMOVUPS Y12, 64(BX)
+	VMOVUPS Z21, 96(BX)
+	VMOVUPS Y13, 160(BX)
+	VMOVUPS Z22, 192(BX)
+	VMOVUPS Y14, 256(BX)
+	VMOVUPS Z23, 288(BX)
+	VMOVUPS Y15, 352(BX)
+	JMP kqmdQ5KC4_next
+kqmdQ5KC4_reduce:
 	MOVQ AX, BX
 	VEXTRACTF64X4 $1, Z20, Y0
 	VADDPS Y0, Y20, Y0
@@ -2936,6 +3392,11 @@ kqmdQ5KC4_loop:
 	VMOVSHDUP X0, X1
 	VADDSS X1, X0, X0
 	VMOVSS X0, (BX)
+kqmdQ5KC4_next:
+	CMPQ flags+72(FP), $0
+	JEQ kqmdQ5KC4_step
+	ADDQ $384, acc+64(FP)
+kqmdQ5KC4_step:
 	ADDQ R8, DX
 	ADDQ $4, AX
 	DECQ R13
@@ -2943,8 +3404,8 @@ kqmdQ5KC4_loop:
 	VZEROUPPER
 	RET
 
-// func kqmdQ5KC5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int)
-TEXT ·kqmdQ5KC5(SB), NOSPLIT, $0-64
+// func kqmdQ5KC5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, acc *float32, flags int)
+TEXT ·kqmdQ5KC5(SB), NOSPLIT, $0-80
 	MOVQ w+0(FP), DX
 	MOVQ ldw+8(FP), R8
 	MOVQ ldx+24(FP), R10
@@ -2967,6 +3428,9 @@ kqmdQ5KC5_row:
 	MOVQ x+16(FP), DI
 	LEAQ (DI)(R10*4), R9
 	MOVQ nb+48(FP), CX
+	MOVQ flags+72(FP), BX
+	TESTQ $1, BX
+	JNZ kqmdQ5KC5_resume
 	VPXORD Z20, Z20, Z20
 	VPXORD Z12, Z12, Z12
 	VPXORD Z21, Z21, Z21
@@ -2977,6 +3441,19 @@ kqmdQ5KC5_row:
 	VPXORD Z15, Z15, Z15
 	VPXORD Z24, Z24, Z24
 	VPXORD Z16, Z16, Z16
+	JMP kqmdQ5KC5_loop
+kqmdQ5KC5_resume:
+	MOVQ acc+64(FP), BX
+	VMOVUPS 0(BX), Z20
+	VMOVUPS 64(BX), Y12
+	VMOVUPS 96(BX), Z21
+	VMOVUPS 160(BX), Y13
+	VMOVUPS 192(BX), Z22
+	VMOVUPS 256(BX), Y14
+	VMOVUPS 288(BX), Z23
+	VMOVUPS 352(BX), Y15
+	VMOVUPS 384(BX), Z24
+	VMOVUPS 448(BX), Y16
 kqmdQ5KC5_loop:
 	VMOVDQU32 4(SI), X17
 	VPSHUFB kqmdK4Shuf<>(SB), X17, X17
@@ -3132,6 +3609,22 @@ kqmdQ5KC5_loop:
 	ADDQ $292, R9
 	DECQ CX
 	JNZ kqmdQ5KC5_loop
+	MOVQ flags+72(FP), BX
+	TESTQ $2, BX
+	JZ kqmdQ5KC5_reduce
+	MOVQ acc+64(FP), BX
+	VMOVUPS Z20, 0(BX)
+	VMOVUPS Y12, 64(BX)
+	VMOVUPS Z21, 96(BX)
+	VMOVUPS Y13, 160(BX)
+	VMOVUPS Z22, 192(BX)
+	VMOVUPS Y14, 256(BX)
+	VMOVUPS Z23, 288(BX)
+	VMOVUPS Y15, 352(BX)
+	VMOVUPS Z24, 384(BX)
+	VMOVUPS Y16, 448(BX)
+	JMP kqmdQ5KC5_next
+kqmdQ5KC5_reduce:
 	MOVQ AX, BX
 	VEXTRACTF64X4 $1, Z20, Y0
 	VADDPS Y0, Y20, Y0
@@ -3187,6 +3680,11 @@ kqmdQ5KC5_loop:
 	VMOVSHDUP X0, X1
 	VADDSS X1, X0, X0
 	VMOVSS X0, (BX)
+kqmdQ5KC5_next:
+	CMPQ flags+72(FP), $0
+	JEQ kqmdQ5KC5_step
+	ADDQ $480, acc+64(FP)
+kqmdQ5KC5_step:
 	ADDQ R8, DX
 	ADDQ $4, AX
 	DECQ R13

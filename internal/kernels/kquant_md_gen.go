@@ -79,7 +79,7 @@ func main() {
 	for _, f := range mdFormats {
 		for c := 1; c <= f.cmax; c++ {
 			p("//go:noescape")
-			p("func %s(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int)", mdName(f, c))
+			p("func %s(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, acc *float32, flags int)", mdName(f, c))
 			p("")
 		}
 	}
@@ -88,6 +88,14 @@ func main() {
 	for i, f := range mdFormats {
 		p("\tkqmd%s = %d", f.name, i)
 	}
+	p(")")
+	p("")
+	p("// The span passes' flags and the bytes of a row and column's state in")
+	p("// acc (see kqDots).")
+	p("const (")
+	p("\tkqmdResume = %d", mdResume)
+	p("\tkqmdMore = %d", mdMore)
+	p("\tkqmdSlot = %d", mdSlot)
 	p(")")
 	p("")
 	p("// kqmdCols is each format's most columns.")
@@ -99,12 +107,12 @@ func main() {
 	p("")
 	p("// kqmdCall calls format f's kernel of cols columns (see kqDots), directly")
 	p("// so that escape analysis sees the assembly's go:noescape.")
-	p("func kqmdCall(f, cols int, w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int) {")
+	p("func kqmdCall(f, cols int, w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, acc *float32, flags int) {")
 	p("\tswitch [2]int{f, cols} {")
 	for i, f := range mdFormats {
 		for c := 1; c <= f.cmax; c++ {
 			p("\tcase [2]int{%d, %d}:", i, c)
-			p("\t\t%s(w, ldw, x, ldx, dst, ldd, nb, rows)", mdName(f, c))
+			p("\t\t%s(w, ldw, x, ldx, dst, ldd, nb, rows, acc, flags)", mdName(f, c))
 		}
 	}
 	p("\tdefault:")
@@ -188,8 +196,8 @@ func col(c, off int) string {
 // prologue starts a kernel: DX the row, AX its dst, R12 the dst column
 // stride in bytes, R13 the rows left.
 func prologue(p func(string, ...any), name string) {
-	p("// func %s(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int)", name)
-	p("TEXT ·%s(SB), NOSPLIT, $0-64", name)
+	p("// func %s(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, acc *float32, flags int)", name)
+	p("TEXT ·%s(SB), NOSPLIT, $0-80", name)
 	p("\tMOVQ w+0(FP), DX")
 	p("\tMOVQ ldw+8(FP), R8")
 	p("\tMOVQ ldx+24(FP), R10")
@@ -200,9 +208,32 @@ func prologue(p func(string, ...any), name string) {
 	p("\tMOVQ rows+56(FP), R13")
 }
 
+// The flags of a kernel's span passes (kqDots): with mdResume a row's
+// accumulators start from acc instead of zero, with mdMore they are left
+// there instead of being reduced into dst, because more blocks follow.
+// acc holds mdSlot bytes per row and column (the 16 lanes of the
+// accumulator, then the 8 of the mins' one where the format has it), row
+// after row; the kernels step it only when flags are set. The float
+// steps per block are the row dot's either way, so a column's bits do
+// not depend on how the blocks are cut into spans.
+const (
+	mdResume = 1
+	mdMore   = 2
+	mdSlot   = 96
+)
+
+// mdState is where a kernel keeps column c's state: acc(c) the Z
+// accumulator, min(c) the Y accumulator of the mins (saved only when
+// mins is set; Q6_K's is a register zeroed at the row's end).
+type mdState struct {
+	acc, min func(c int) int
+	mins     bool
+}
+
 // rowStart begins a row: SI its first block, DI (R9) the columns' first
-// blocks, CX the blocks left.
-func rowStart(p func(string, ...any), name string, C int) {
+// blocks, CX the blocks left, and the columns' accumulators zeroed, or
+// loaded from acc under mdResume.
+func rowStart(p func(string, ...any), name string, C int, st mdState) {
 	p("%s_row:", name)
 	p("\tMOVQ DX, SI")
 	p("\tMOVQ x+16(FP), DI")
@@ -210,6 +241,24 @@ func rowStart(p func(string, ...any), name string, C int) {
 		p("\tLEAQ (DI)(R10*4), R9")
 	}
 	p("\tMOVQ nb+48(FP), CX")
+	p("\tMOVQ flags+72(FP), BX")
+	p("\tTESTQ $%d, BX", mdResume)
+	p("\tJNZ %s_resume", name)
+	for c := 0; c < C; c++ {
+		p("\tVPXORD Z%d, Z%d, Z%d", st.acc(c), st.acc(c), st.acc(c))
+		if st.mins {
+			p("\tVPXORD Z%d, Z%d, Z%d", st.min(c), st.min(c), st.min(c))
+		}
+	}
+	p("\tJMP %s_loop", name)
+	p("%s_resume:", name)
+	p("\tMOVQ acc+64(FP), BX")
+	for c := 0; c < C; c++ {
+		p("\tVMOVUPS %d(BX), Z%d", mdSlot*c, st.acc(c))
+		if st.mins {
+			p("\tVMOVUPS %d(BX), Y%d", mdSlot*c+64, st.min(c))
+		}
+	}
 }
 
 // blockEnd steps to the next block and closes the block loop.
@@ -240,15 +289,33 @@ func reduce(p func(string, ...any), acc, min int) {
 	p("\tVMOVSS X0, (BX)")
 }
 
-// rowEnd reduces every column into dst and closes the row loop.
-func rowEnd(p func(string, ...any), name string, C int, acc, min func(c int) int) {
+// rowEnd reduces every column into dst (or leaves its state in acc under
+// mdMore) and closes the row loop.
+func rowEnd(p func(string, ...any), name string, C int, st mdState) {
+	p("\tMOVQ flags+72(FP), BX")
+	p("\tTESTQ $%d, BX", mdMore)
+	p("\tJZ %s_reduce", name)
+	p("\tMOVQ acc+64(FP), BX")
+	for c := 0; c < C; c++ {
+		p("\tVMOVUPS Z%d, %d(BX)", st.acc(c), mdSlot*c)
+		if st.mins {
+			p("\tVMOVUPS Y%d, %d(BX)", st.min(c), mdSlot*c+64)
+		}
+	}
+	p("\tJMP %s_next", name)
+	p("%s_reduce:", name)
 	p("\tMOVQ AX, BX")
 	for c := 0; c < C; c++ {
-		reduce(p, acc(c), min(c))
+		reduce(p, st.acc(c), st.min(c))
 		if c < C-1 {
 			p("\tADDQ R12, BX")
 		}
 	}
+	p("%s_next:", name)
+	p("\tCMPQ flags+72(FP), $0")
+	p("\tJEQ %s_step", name)
+	p("\tADDQ $%d, acc+64(FP)", mdSlot*C)
+	p("%s_step:", name)
 	p("\tADDQ R8, DX")
 	p("\tADDQ $4, AX")
 	p("\tDECQ R13")
@@ -273,10 +340,8 @@ func genQ6(p func(string, ...any), f mdFormat, C int) {
 	for c := 0; c < 4; c++ {
 		p("\tVMOVDQU64 kqmdQ6KPerm%d<>(SB), Z%d", c, 24+c)
 	}
-	rowStart(p, name, C)
-	for c := 0; c < C; c++ {
-		p("\tVPXORD Z%d, Z%d, Z%d", 16+c, 16+c, 16+c)
-	}
+	st := mdState{acc: func(c int) int { return 16 + c }, min: func(int) int { return 2 }}
+	rowStart(p, name, C, st)
 	p("%s_loop:", name)
 	p("\tVPMOVSXBW 192(SI), Y4")
 	for c := 0; c < 4; c++ {
@@ -323,7 +388,7 @@ func genQ6(p func(string, ...any), f mdFormat, C int) {
 	}
 	blockEnd(p, name, f, C)
 	p("\tVPXORD Z2, Z2, Z2")
-	rowEnd(p, name, C, func(c int) int { return 16 + c }, func(int) int { return 2 })
+	rowEnd(p, name, C, st)
 }
 
 // genQ4 writes the Q4_K kernel of C columns (C <= 5): kqQ4KAVX512VNNI per
@@ -340,8 +405,7 @@ func genQ4(p func(string, ...any), f mdFormat, C int) {
 	name := mdName(f, C)
 	prologue(p, name)
 	k4Consts(p, "Q4K", "\tMOVL $0xffff0000, BX", "\tKMOVD BX, K1")
-	rowStart(p, name, C)
-	k4Zero(p, C)
+	rowStart(p, name, C, k4State)
 	p("%s_loop:", name)
 	k4Header(p)
 	// KQ_Q4_CHUNK512's codes.
@@ -364,7 +428,7 @@ func genQ4(p func(string, ...any), f mdFormat, C int) {
 		k4Acc(p, c, i0, m)
 	}
 	blockEnd(p, name, f, C)
-	rowEnd(p, name, C, func(c int) int { return 20 + c }, func(c int) int { return 12 + c })
+	rowEnd(p, name, C, k4State)
 }
 
 // genQ5 writes the Q5_K kernel of C columns (C <= 5): kqQ5KAVX512VNNI per
@@ -380,8 +444,7 @@ func genQ5(p func(string, ...any), f mdFormat, C int) {
 	name := mdName(f, C)
 	prologue(p, name)
 	k4Consts(p, "Q5K", "\tMOVL $0x10101010, BX", "\tVPBROADCASTD BX, Z30")
-	rowStart(p, name, C)
-	k4Zero(p, C)
+	rowStart(p, name, C, k4State)
 	p("%s_loop:", name)
 	k4Header(p)
 	// The codes with their fifth bits, as the row dot builds them: Z17 =
@@ -423,7 +486,7 @@ func genQ5(p func(string, ...any), f mdFormat, C int) {
 		k4Acc(p, c, i0, m)
 	}
 	blockEnd(p, name, f, C)
-	rowEnd(p, name, C, func(c int) int { return 20 + c }, func(c int) int { return 12 + c })
+	rowEnd(p, name, C, k4State)
 }
 
 // k4Consts loads the Q4_K and Q5_K kernels' constants: the mask 0x0f in
@@ -470,14 +533,9 @@ func k4Acc(p func(string, ...any), c, i0, m int) {
 	p("\tVFMADD231PS Z%d, Z%d, Z%d", m, i0, 20+c)
 }
 
-// k4Zero clears the C columns' accumulators of the Q4_K and Q5_K kernels
-// (Z20-, and the min accumulators Z12-).
-func k4Zero(p func(string, ...any), C int) {
-	for c := 0; c < C; c++ {
-		p("\tVPXORD Z%d, Z%d, Z%d", 20+c, 20+c, 20+c)
-		p("\tVPXORD Z%d, Z%d, Z%d", 12+c, 12+c, 12+c)
-	}
-}
+// k4State is where the Q4_K and Q5_K kernels keep a column's state: its
+// accumulator Z20-, its mins' accumulator Y12-.
+var k4State = mdState{acc: func(c int) int { return 20 + c }, min: func(c int) int { return 12 + c }, mins: true}
 
 // k4Header is the block header Q4_K and Q5_K share: KQ_SCALES_K4V(4)'s
 // scales and mins as words the way the row dot takes them (Y9 the mins,

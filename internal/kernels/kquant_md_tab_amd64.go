@@ -5,64 +5,72 @@
 package kernels
 
 //go:noescape
-func kqmdQ4KC1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int)
+func kqmdQ4KC1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, acc *float32, flags int)
 
 //go:noescape
-func kqmdQ4KC2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int)
+func kqmdQ4KC2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, acc *float32, flags int)
 
 //go:noescape
-func kqmdQ4KC3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int)
+func kqmdQ4KC3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, acc *float32, flags int)
 
 //go:noescape
-func kqmdQ4KC4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int)
+func kqmdQ4KC4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, acc *float32, flags int)
 
 //go:noescape
-func kqmdQ4KC5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int)
+func kqmdQ4KC5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, acc *float32, flags int)
 
 //go:noescape
-func kqmdQ6KC1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int)
+func kqmdQ6KC1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, acc *float32, flags int)
 
 //go:noescape
-func kqmdQ6KC2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int)
+func kqmdQ6KC2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, acc *float32, flags int)
 
 //go:noescape
-func kqmdQ6KC3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int)
+func kqmdQ6KC3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, acc *float32, flags int)
 
 //go:noescape
-func kqmdQ6KC4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int)
+func kqmdQ6KC4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, acc *float32, flags int)
 
 //go:noescape
-func kqmdQ6KC5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int)
+func kqmdQ6KC5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, acc *float32, flags int)
 
 //go:noescape
-func kqmdQ6KC6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int)
+func kqmdQ6KC6(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, acc *float32, flags int)
 
 //go:noescape
-func kqmdQ6KC7(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int)
+func kqmdQ6KC7(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, acc *float32, flags int)
 
 //go:noescape
-func kqmdQ6KC8(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int)
+func kqmdQ6KC8(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, acc *float32, flags int)
 
 //go:noescape
-func kqmdQ5KC1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int)
+func kqmdQ5KC1(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, acc *float32, flags int)
 
 //go:noescape
-func kqmdQ5KC2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int)
+func kqmdQ5KC2(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, acc *float32, flags int)
 
 //go:noescape
-func kqmdQ5KC3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int)
+func kqmdQ5KC3(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, acc *float32, flags int)
 
 //go:noescape
-func kqmdQ5KC4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int)
+func kqmdQ5KC4(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, acc *float32, flags int)
 
 //go:noescape
-func kqmdQ5KC5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int)
+func kqmdQ5KC5(w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, acc *float32, flags int)
 
 // The generated formats, as kqmdCall takes them.
 const (
 	kqmdQ4K = 0
 	kqmdQ6K = 1
 	kqmdQ5K = 2
+)
+
+// The span passes' flags and the bytes of a row and column's state in
+// acc (see kqDots).
+const (
+	kqmdResume = 1
+	kqmdMore   = 2
+	kqmdSlot   = 96
 )
 
 // kqmdCols is each format's most columns.
@@ -74,44 +82,44 @@ var kqmdCols = [...]int{
 
 // kqmdCall calls format f's kernel of cols columns (see kqDots), directly
 // so that escape analysis sees the assembly's go:noescape.
-func kqmdCall(f, cols int, w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int) {
+func kqmdCall(f, cols int, w *byte, ldw int, x *byte, ldx int, dst *float32, ldd int, nb int, rows int, acc *float32, flags int) {
 	switch [2]int{f, cols} {
 	case [2]int{0, 1}:
-		kqmdQ4KC1(w, ldw, x, ldx, dst, ldd, nb, rows)
+		kqmdQ4KC1(w, ldw, x, ldx, dst, ldd, nb, rows, acc, flags)
 	case [2]int{0, 2}:
-		kqmdQ4KC2(w, ldw, x, ldx, dst, ldd, nb, rows)
+		kqmdQ4KC2(w, ldw, x, ldx, dst, ldd, nb, rows, acc, flags)
 	case [2]int{0, 3}:
-		kqmdQ4KC3(w, ldw, x, ldx, dst, ldd, nb, rows)
+		kqmdQ4KC3(w, ldw, x, ldx, dst, ldd, nb, rows, acc, flags)
 	case [2]int{0, 4}:
-		kqmdQ4KC4(w, ldw, x, ldx, dst, ldd, nb, rows)
+		kqmdQ4KC4(w, ldw, x, ldx, dst, ldd, nb, rows, acc, flags)
 	case [2]int{0, 5}:
-		kqmdQ4KC5(w, ldw, x, ldx, dst, ldd, nb, rows)
+		kqmdQ4KC5(w, ldw, x, ldx, dst, ldd, nb, rows, acc, flags)
 	case [2]int{1, 1}:
-		kqmdQ6KC1(w, ldw, x, ldx, dst, ldd, nb, rows)
+		kqmdQ6KC1(w, ldw, x, ldx, dst, ldd, nb, rows, acc, flags)
 	case [2]int{1, 2}:
-		kqmdQ6KC2(w, ldw, x, ldx, dst, ldd, nb, rows)
+		kqmdQ6KC2(w, ldw, x, ldx, dst, ldd, nb, rows, acc, flags)
 	case [2]int{1, 3}:
-		kqmdQ6KC3(w, ldw, x, ldx, dst, ldd, nb, rows)
+		kqmdQ6KC3(w, ldw, x, ldx, dst, ldd, nb, rows, acc, flags)
 	case [2]int{1, 4}:
-		kqmdQ6KC4(w, ldw, x, ldx, dst, ldd, nb, rows)
+		kqmdQ6KC4(w, ldw, x, ldx, dst, ldd, nb, rows, acc, flags)
 	case [2]int{1, 5}:
-		kqmdQ6KC5(w, ldw, x, ldx, dst, ldd, nb, rows)
+		kqmdQ6KC5(w, ldw, x, ldx, dst, ldd, nb, rows, acc, flags)
 	case [2]int{1, 6}:
-		kqmdQ6KC6(w, ldw, x, ldx, dst, ldd, nb, rows)
+		kqmdQ6KC6(w, ldw, x, ldx, dst, ldd, nb, rows, acc, flags)
 	case [2]int{1, 7}:
-		kqmdQ6KC7(w, ldw, x, ldx, dst, ldd, nb, rows)
+		kqmdQ6KC7(w, ldw, x, ldx, dst, ldd, nb, rows, acc, flags)
 	case [2]int{1, 8}:
-		kqmdQ6KC8(w, ldw, x, ldx, dst, ldd, nb, rows)
+		kqmdQ6KC8(w, ldw, x, ldx, dst, ldd, nb, rows, acc, flags)
 	case [2]int{2, 1}:
-		kqmdQ5KC1(w, ldw, x, ldx, dst, ldd, nb, rows)
+		kqmdQ5KC1(w, ldw, x, ldx, dst, ldd, nb, rows, acc, flags)
 	case [2]int{2, 2}:
-		kqmdQ5KC2(w, ldw, x, ldx, dst, ldd, nb, rows)
+		kqmdQ5KC2(w, ldw, x, ldx, dst, ldd, nb, rows, acc, flags)
 	case [2]int{2, 3}:
-		kqmdQ5KC3(w, ldw, x, ldx, dst, ldd, nb, rows)
+		kqmdQ5KC3(w, ldw, x, ldx, dst, ldd, nb, rows, acc, flags)
 	case [2]int{2, 4}:
-		kqmdQ5KC4(w, ldw, x, ldx, dst, ldd, nb, rows)
+		kqmdQ5KC4(w, ldw, x, ldx, dst, ldd, nb, rows, acc, flags)
 	case [2]int{2, 5}:
-		kqmdQ5KC5(w, ldw, x, ldx, dst, ldd, nb, rows)
+		kqmdQ5KC5(w, ldw, x, ldx, dst, ldd, nb, rows, acc, flags)
 	default:
 		panic("kernels: no dot-order K-quant kernel of this shape")
 	}

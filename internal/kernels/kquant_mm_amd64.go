@@ -27,10 +27,6 @@ func mmQ5KTile(n int, w []byte, ldw int, x []byte, ldx int, dst []float32, ldd i
 	kqTiles(kqmmQ5K, kqQ5KSize, kqTileSize, n, w, ldw, x, ldx, dst, ldd, rows, cols)
 }
 
-func mmQ6KTile(n int, w []byte, ldw int, x []byte, ldx int, dst []float32, ldd int, rows, cols int) {
-	kqTiles(kqmmQ6K, kqQ6KSize, kqTileSize, n, w, ldw, x, ldx, dst, ldd, rows, cols)
-}
-
 // init runs after kquant_amd64.go's (files initialise in name order) and
 // attaches the tiles to the avx512vnni candidates registered there, which
 // exist only on CPUs with everything the tiles use (AVX-512 F/BW/VL, VNNI,
@@ -40,15 +36,19 @@ func init() {
 	// over the rows in assembly) and every column up to the table's width.
 	attachKQTile(quant.Q4_K, "avx512vnni", mmQ4KTile, kqTileAct, "kq-tile", kqChunkRows, kqmmShape[kqmmQ4K][1])
 	attachKQTile(quant.Q5_K, "avx512vnni", mmQ5KTile, kqTileAct, "kq-tile", kqChunkRows, kqmmShape[kqmmQ5K][1])
-	attachKQTile(quant.Q6_K, "avx512vnni", mmQ6KTile, kqTileAct, "kq-tile", kqChunkRows, kqmmShape[kqmmQ6K][1])
 	for _, d := range fast[quant.Q4_K] {
 		if d.name == "avx512vnni" {
 			d.mmDot, d.mmDotCols = mmQ4KDot, kqmdCols[kqmdQ4K]
 		}
 	}
+	// Q6_K's prompts take its dot-order kernel too, so that every vector
+	// count rounds as the row dot: 1.09-1.12x the time of its tiles at
+	// 8 to 256 vectors (one thread, BenchmarkExactTiles on Emerald
+	// Rapids), which were a tenth of a Q4_K_M prompt's products, for a
+	// server batch that gives each sequence the bits it gets alone.
 	for _, d := range fast[quant.Q6_K] {
 		if d.name == "avx512vnni" {
-			d.mmDot, d.mmDotCols = mmQ6KDot, kqmdCols[kqmdQ6K]
+			d.mm, d.mmRows, d.mmCols, d.exactTiles = mmQ6KDot, kqChunkRows, kqmdCols[kqmdQ6K], true
 		}
 	}
 	for _, d := range fast[quant.Q5_K] {
@@ -81,7 +81,33 @@ func kqDots(f, wsize int, n int, w []byte, ldw int, x []byte, ldx int, dst []flo
 		len(w) < (rows-1)*ldw+nb*wsize || len(x) < (cols-1)*ldx+nb*kqQ8KSize || len(dst) < (cols-1)*ldd+rows {
 		panic(fmt.Sprintf("kernels: K-quant dot-order kernel %dx%d of n=%d: operands too short or bad shape", rows, cols, n))
 	}
-	kqmdCall(f, cols, &w[0], ldw, &x[0], ldx, &dst[0], ldd, nb, rows)
+	if nb <= kqSpanBlocks || cols*nb <= kqSpanBlocks*8 {
+		kqmdCall(f, cols, &w[0], ldw, &x[0], ldx, &dst[0], ldd, nb, rows, nil, 0)
+		return
+	}
+	// Long rows in spans of blocks, as kqTiles cuts them, so that the
+	// columns' activations of a span stay in L1 while kqSpanRows rows go
+	// past (one pass over a row of 8192 values by 8 columns reads 73 KiB
+	// of activations per row); the rows' accumulators wait in acc between
+	// spans, on this goroutine's stack.
+	var acc [kqSpanRows * 8 * kqmdSlot / 4]float32
+	if kqmdCols[f] > 8 {
+		panic("kernels: K-quant dot-order kernels wider than 8 columns")
+	}
+	for r0 := 0; r0 < rows; r0 += kqSpanRows {
+		nr := min(kqSpanRows, rows-r0)
+		for b0 := 0; b0 < nb; b0 += kqSpanBlocks {
+			kb := min(kqSpanBlocks, nb-b0)
+			flags := 0
+			if b0 > 0 {
+				flags |= kqmdResume
+			}
+			if b0+kb < nb {
+				flags |= kqmdMore
+			}
+			kqmdCall(f, cols, &w[r0*ldw+b0*wsize], ldw, &x[b0*kqQ8KSize], ldx, &dst[r0], ldd, kb, nr, &acc[0], flags)
+		}
+	}
 }
 
 // kqChunkRows is the rows per MatMul chunk for the tiles: as many as
